@@ -1,0 +1,1 @@
+"""Baselines of the FlowCapsules paper (SCAE, PSD, R-NEM) in PyTorch."""

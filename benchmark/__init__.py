@@ -1,0 +1,1 @@
+"""Metrics, the method registry and the flowbench command."""

@@ -1,0 +1,1 @@
+"""FlowCapsules: capsule encoder, implicit mask decoder, depth-ordered layering."""

@@ -1,0 +1,1 @@
+"""Geo and Geo+ dataset generator (see geogen.schema for the data contract)."""

@@ -1,0 +1,119 @@
+"""The data contract: every key, dtype, shape and convention of a Geo/Geo+ shard.
+
+The writer (`geogen.shards`), the reader (`geogen.dataset`), the metrics and the
+README all read this module; nothing else defines a field.
+
+Letters: N samples, T frames per clip, S = 3 shape slots, H = W = image side.
+
+Conventions
+- Slots are in the fixed order circle, square, triangle (index 0, 1, 2); depth order
+  is the same: the circle is at the back, the triangle in front.
+- Image coordinates: x is the column, y the row, in pixels; pixel (x, y) covers
+  [x, x+1) x [y, y+1) and its centre is (x + 0.5, y + 0.5).
+- `flow` is forward flow from frame t to t+1 in pixels, (dx, dy): the point seen at
+  pixel (x, y) of frame t is at (x + dx, y + dy) in frame t+1, with (x, y) the pixel
+  centre. It is the analytic motion of the slot that `visible` names at that pixel,
+  0 on the background.
+- `flow_bw` is the same from t+1 back to t, on frame t+1's grid.
+- `visible` is 0 on the background and s + 1 where slot s is the front-most slot
+  whose `amodal` mask holds the pixel, so `visible` always lies inside `amodal`.
+- An `amodal` pixel is inside when at least half of its area is covered.
+- `pose` is (centre x, centre y, angle, size): centre in pixels; angle in radians,
+  rotating offsets (ox, oy) to (ox cos a - oy sin a, ox sin a + oy cos a) in (x, y)
+  pixel coordinates (with y pointing down, a positive angle turns clockwise on
+  screen); size in pixels (circle diameter, square side, triangle side).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+
+SLOTS: tuple[str, ...] = ("circle", "square", "triangle")
+S = len(SLOTS)
+BACKGROUND = 0  # value of `visible` on the background; slot s is s + 1
+
+# The presence pattern is drawn as an integer 0..9 (PSD's generator):
+# 0 -> circle only, 1-2 -> circle + triangle, 3-4 -> circle + square, 5-9 -> all three.
+# The class id (`label`) numbers these four patterns; it is the clustering target.
+CLASSES: tuple[str, ...] = ("circle", "circle+triangle", "circle+square", "circle+square+triangle")
+CLASS_PRESENCE: tuple[tuple[bool, bool, bool], ...] = (
+    (True, False, False),
+    (True, False, True),
+    (True, True, False),
+    (True, True, True),
+)
+CLASS_PRIOR: tuple[float, ...] = (0.1, 0.2, 0.2, 0.5)
+SPLITS: tuple[str, ...] = ("train", "val", "test")
+VARIANTS: tuple[str, ...] = ("geo", "geo+")
+MIN_SIZE, MAX_SIZE = 32, 512
+
+
+def class_of_draw(draw: int) -> int:
+    """Map PSD's presence draw (0..9) to the class id."""
+    if draw == 0:
+        return 0
+    if draw <= 2:
+        return 1
+    if draw <= 4:
+        return 2
+    return 3
+
+
+@dataclass(frozen=True)
+class Field:
+    dtype: np.dtype
+    shape: Callable[[int, int], tuple[int, ...]]  # (T, H) -> per-sample shape
+    doc: str
+    required: bool = True
+
+
+FIELDS: dict[str, Field] = {
+    "frames": Field(np.dtype(np.uint8), lambda T, H: (T, H, H, 3), "RGB frames"),
+    "flow": Field(np.dtype(np.float32), lambda T, H: (T - 1, H, H, 2),
+                  "forward flow t -> t+1 in pixels, (dx, dy), on frame t's grid"),
+    "flow_bw": Field(np.dtype(np.float32), lambda T, H: (T - 1, H, H, 2),
+                     "backward flow t+1 -> t in pixels, (dx, dy), on frame t+1's grid"),
+    "amodal": Field(np.dtype(bool), lambda T, H: (T, S, H, H),
+                    "full silhouette of each slot, occlusion ignored; all False if absent"),
+    "visible": Field(np.dtype(np.uint8), lambda T, H: (T, H, H),
+                     "0 background, s+1 where slot s is the front-most"),
+    "present": Field(np.dtype(bool), lambda T, H: (S,), "which slots are in the scene"),
+    "label": Field(np.dtype(np.int64), lambda T, H: (), "presence class id, see CLASSES"),
+    "pose": Field(np.dtype(np.float32), lambda T, H: (T, S, 4),
+                  "centre x, centre y (pixels), angle (radians), size (pixels)"),
+    # Geo+ only: which source images a sample drew, for auditing (-1 where none).
+    "bg_source": Field(np.dtype(np.int32), lambda T, H: (), "index of the background image", False),
+    "tex_source": Field(np.dtype(np.int32), lambda T, H: (S,), "index of each slot's texture", False),
+}
+
+REQUIRED_FIELDS: tuple[str, ...] = tuple(k for k, f in FIELDS.items() if f.required)
+
+# Attributes every shard carries (HDF5 file attributes).
+SHARD_ATTRS: tuple[str, ...] = (
+    "variant", "split", "seed", "size", "frames", "generator_version", "schema_version",
+    "config", "first_index", "count",
+)
+
+
+def sample_shape(name: str, frames: int, size: int) -> tuple[int, ...]:
+    return FIELDS[name].shape(frames, size)
+
+
+def check_sample(sample: dict[str, np.ndarray], frames: int, size: int) -> None:
+    """Raise ValueError if a sample's arrays do not follow the contract."""
+    for name in REQUIRED_FIELDS:
+        if name not in sample:
+            raise ValueError(f"missing field {name!r}")
+    for name, arr in sample.items():
+        if name not in FIELDS:
+            raise ValueError(f"unknown field {name!r}")
+        arr = np.asarray(arr)
+        spec = FIELDS[name]
+        want = spec.shape(frames, size)
+        if arr.shape != want or arr.dtype != spec.dtype:
+            raise ValueError(
+                f"field {name!r}: got {arr.dtype}{list(arr.shape)}, want {spec.dtype}{list(want)}")
