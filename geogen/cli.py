@@ -1,0 +1,146 @@
+"""The `geogen` command: make, info, verify, show. Bad input is one line and exit status 1."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+import numpy as np
+
+from geogen import schema, shards
+from geogen.errors import GeogenError
+
+
+def _friendly(fn):
+    """Turn GeogenError into click's one-line 'Error: ...' and a non-zero exit."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except GeogenError as err:
+            raise click.ClickException(str(err)) from None
+    return wrapper
+
+
+def _workers(value: str) -> int:
+    if value == "auto":
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        raise GeogenError(f"--workers must be an integer or 'auto', got {value!r}") from None
+
+
+def parse_indices(text: str) -> list[int]:
+    """'0-7' (inclusive), '3' or '0,2,5-6' -> indices."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part.strip()[1:]:
+                a, b = part.split("-", 1)
+                out += list(range(int(a), int(b) + 1))
+            else:
+                out.append(int(part))
+    except ValueError:
+        raise GeogenError(f"--index must look like 0-7 or 0,2,5, got {text!r}") from None
+    if not out:
+        raise GeogenError(f"--index {text!r} names no sample")
+    return out
+
+
+@click.group()
+def main():
+    """Geo / Geo+ dataset generator (see geogen/schema.py for the data contract)."""
+
+
+@main.command()
+@click.option("--variant", default="geo", show_default=True, help="dataset variant")
+@click.option("--n", "n", type=int, required=True, help="training samples")
+@click.option("--val", type=int, default=None, help="validation samples [N/100]")
+@click.option("--test", type=int, default=None, help="test samples [N/10]")
+@click.option("--size", type=int, default=64, show_default=True, help="image side, 32..512")
+@click.option("--frames", type=int, default=2, show_default=True, help="frames per clip")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", default="data/geo", show_default=True, help="output folder")
+@click.option("--workers", default="auto", show_default=True, help="processes, or 'auto'")
+@click.option("--shard-size", type=int, default=10000, show_default=True)
+@click.option("--supersample", type=int, default=4, show_default=True,
+              help="per-axis subsamples at shape edges")
+@click.option("--resume", is_flag=True, help="finish an interrupted run with the same settings")
+@click.option("--force", is_flag=True, help="replace the data already in --out")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@_friendly
+def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, supersample,
+         resume, force, quiet):
+    """Make a dataset: OUT/{train,val,test}/shard-NNNNN.h5 and OUT/manifest.json."""
+    from geogen.make import MakeConfig, make_dataset
+    config = MakeConfig(variant=variant, n=n, val=val, test=test, size=size, frames=frames,
+                        seed=seed, out=out, workers=_workers(workers), shard_size=shard_size,
+                        supersample=supersample)
+    root = make_dataset(config, resume=resume, force=force, progress=not quiet)
+    click.echo(f"wrote {root} ({', '.join(f'{k} {v}' for k, v in config.counts().items())})")
+
+
+@main.command()
+@click.argument("root", type=click.Path(file_okay=False))
+@_friendly
+def info(root):
+    """Counts, class balance, schema and sizes on disk of a generated folder."""
+    from geogen.dataset import read_split
+    m = shards.read_manifest(root)
+    click.echo(f"{root}: variant {m['variant']}, size {m['size']}, frames {m['frames']}, "
+               f"seed {m['seed']}, generator {m['generator_version']}")
+    click.echo("split   samples  class balance (" + ", ".join(schema.CLASSES) + ")  on disk")
+    for split in schema.SPLITS:
+        count = int(m["counts"].get(split, 0))
+        labels = read_split(root, split, ("label",))["label"]
+        freq = np.bincount(labels, minlength=len(schema.CLASSES)) / max(1, len(labels))
+        disk = sum(p.stat().st_size for p, _ in shards.shard_paths(root, m, split) if p.exists())
+        click.echo(f"{split:6s} {count:8d}  " + " ".join(f"{f:.3f}" for f in freq)
+                   + f"  {disk / 1e6:.1f} MB")
+    per_field = _field_bytes(root, m)
+    click.echo("field     dtype    per-sample shape  on disk  meaning")
+    for name in m["fields"]:
+        spec = schema.FIELDS[name]
+        shape = schema.sample_shape(name, int(m["frames"]), int(m["size"]))
+        click.echo(f"{name:9s} {str(spec.dtype):8s} {str(shape):17s} "
+                   f"{per_field[name] / 1e6:6.1f} MB  {spec.doc}")
+
+
+def _field_bytes(root, m) -> dict[str, int]:
+    total = {name: 0 for name in m["fields"]}
+    for split in schema.SPLITS:
+        for path, _ in shards.shard_paths(root, m, split):
+            with shards.open_shard(path) as f:
+                for name in total:
+                    total[name] += f[name].id.get_storage_size()
+    return total
+
+
+@main.command()
+@click.argument("root", type=click.Path(file_okay=False))
+@click.option("--no-checksums", is_flag=True, help="skip the sha256 of each shard")
+@_friendly
+def verify(root, no_checksums):
+    """Check checksums, schema and counts against the manifest; exit 1 on any mismatch."""
+    problems = shards.verify(root, checksums=not no_checksums)
+    if problems:
+        for p in problems[:-1]:
+            click.echo(p, err=True)
+        raise GeogenError(f"{len(problems)} problem(s); last: {problems[-1]}")
+    m = shards.read_manifest(root)
+    n = sum(len(v) for v in m["shards"].values())
+    click.echo(f"{root}: OK ({n} shards, {sum(m['counts'].values())} samples)")
+
+
+@main.command()
+@click.argument("root", type=click.Path(file_okay=False))
+@click.option("--split", default="test", show_default=True)
+@click.option("--index", "index", default="0-7", show_default=True, help="e.g. 0-7 or 0,3,5")
+@click.option("-o", "--out", "out", default="sheet.png", show_default=True)
+@_friendly
+def show(root, split, index, out):
+    """Write a contact sheet PNG: one row per sample."""
+    from geogen.sheet import contact_sheet, legend
+    path = contact_sheet(Path(root), split, parse_indices(index), out)
+    click.echo(f"wrote {path}; {legend()}")

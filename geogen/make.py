@@ -1,0 +1,270 @@
+"""Making a dataset: the config, the split/shard/work plan, parallel workers, resume.
+
+Every sample is drawn from its own stream (seed, split, index) (`variants.sample_rng`), work
+units are aligned to HDF5 chunks inside a shard, workers render and compress units and the
+parent writes the compressed chunks in order; so the output does not depend on `workers`, and
+the content does not depend on `shard_size` either.
+
+A run first writes OUT/run.json (the content config); shards appear under their final names
+only when whole; OUT/manifest.json is written last. `resume=True` keeps the whole shards of an
+interrupted run with the same config and makes the rest.
+
+Letters: N samples, T frames, S slots, H = W = image side.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import multiprocessing as mp
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from geogen import schema, shards
+from geogen.errors import GeogenError
+from geogen.variants import get_variant, make_sample
+
+GENERATOR_VERSION = "1.0.0"
+RUN_RECORD = "run.json"
+UNIT_BYTES = 8 << 20  # raw bytes of the largest field per work unit: a few hundred 64 px samples
+
+
+@dataclass(frozen=True)
+class MakeConfig:
+    """What to make. `workers` and `out` change where and how fast, never the bytes written."""
+    variant: str = "geo"
+    n: int = 0                  # training samples
+    val: int | None = None      # default n // 100 (the paper's 100k / 1k / 10k)
+    test: int | None = None     # default n // 10
+    size: int = 64
+    frames: int = 2
+    seed: int = 0
+    out: str = "data/geo"
+    workers: int = 0            # 0: one per available core
+    shard_size: int = 10000
+    supersample: int = 4        # per-axis subsamples for edge coverage (PSD: 512 -> 128, i.e. 4)
+
+    def counts(self) -> dict[str, int]:
+        val = self.n // 100 if self.val is None else self.val
+        test = self.n // 10 if self.test is None else self.test
+        return {"train": self.n, "val": val, "test": test}
+
+    def content(self) -> dict:
+        """The settings that determine the data (recorded in every shard and the manifest)."""
+        d = dataclasses.asdict(self)
+        del d["workers"], d["out"]
+        d.update(val=self.counts()["val"], test=self.counts()["test"])
+        return d
+
+
+def validate(config: MakeConfig) -> None:
+    """Raise GeogenError (one line) for any setting that cannot be made."""
+    get_variant(config.variant)
+    ints = {"n": config.n, "size": config.size, "frames": config.frames, "seed": config.seed,
+            "workers": config.workers, "shard_size": config.shard_size,
+            "supersample": config.supersample, **{k: v for k, v in config.counts().items()}}
+    for key, value in ints.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise GeogenError(f"{key} must be an integer, got {value!r}")
+    if config.n <= 0:
+        raise GeogenError(f"n must be positive, got {config.n}")
+    for split in ("val", "test"):
+        if config.counts()[split] < 0:
+            raise GeogenError(f"{split} must be >= 0, got {config.counts()[split]}")
+    if not schema.MIN_SIZE <= config.size <= schema.MAX_SIZE:
+        raise GeogenError(f"size must be in {schema.MIN_SIZE}..{schema.MAX_SIZE}, got {config.size}")
+    checks = [(config.frames >= 2, f"frames must be >= 2, got {config.frames}"),
+              (config.seed >= 0, f"seed must be >= 0, got {config.seed}"),
+              (config.workers >= 0, f"workers must be >= 0 (0: auto), got {config.workers}"),
+              (config.shard_size >= 1, f"shard_size must be >= 1, got {config.shard_size}"),
+              (1 <= config.supersample <= 16, f"supersample must be in 1..16, got {config.supersample}")]
+    for ok, message in checks:
+        if not ok:
+            raise GeogenError(message)
+
+
+def render_one(config: MakeConfig, split: str, index: int) -> dict[str, np.ndarray]:
+    """Sample `index` of `split` exactly as `make_dataset` stores it."""
+    return make_sample(config, split, index)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A run of samples inside one shard, starting on a chunk boundary."""
+    config: MakeConfig
+    split: str
+    shard: int
+    first: int       # global index of the unit's first sample in its split
+    local: int       # its index inside the shard
+    count: int
+    chunk_n: int
+
+
+def _render_unit(unit: _Unit) -> dict[str, list[bytes]]:
+    """Render and compress a unit: field -> compressed chunks in order (runs in a worker)."""
+    c = unit.config
+    samples = [render_one(c, unit.split, unit.first + i) for i in range(unit.count)]
+    out: dict[str, list[bytes]] = {}
+    for name in get_variant(c.variant).fields:
+        stacked = np.stack([s[name] for s in samples]).astype(schema.FIELDS[name].dtype, copy=False)
+        out[name] = [shards.compress_chunk(stacked[i:i + unit.chunk_n], unit.chunk_n)
+                     for i in range(0, unit.count, unit.chunk_n)]
+    return out
+
+
+def _plan(config: MakeConfig) -> list[tuple[str, int, int, int]]:
+    """(split, shard index, first sample, count) for every shard."""
+    plan = []
+    for split, count in config.counts().items():
+        for k in range(math.ceil(count / config.shard_size)):
+            first = k * config.shard_size
+            plan.append((split, k, first, min(config.shard_size, count - first)))
+    return plan
+
+
+def _units(config: MakeConfig, shard: tuple[str, int, int, int], chunk_n: int) -> Iterator[_Unit]:
+    split, k, first, count = shard
+    largest = max(int(np.prod(schema.sample_shape(f, config.frames, config.size))) *
+                  schema.FIELDS[f].dtype.itemsize for f in schema.REQUIRED_FIELDS)
+    step = chunk_n * max(1, UNIT_BYTES // (largest * chunk_n))
+    for local in range(0, count, step):
+        yield _Unit(config, split, k, first + local, local, min(step, count - local), chunk_n)
+
+
+def _shard_file(root: Path, split: str, k: int) -> Path:
+    return root / split / shards.shard_name(k)
+
+
+def _prepare_out(config: MakeConfig, resume: bool, force: bool) -> Path:
+    """Create or check OUT; returns it. Refuses to mix runs or overwrite data unasked."""
+    if resume and force:
+        raise GeogenError("use either --resume or --force, not both")
+    root = Path(config.out)
+    if root.exists() and not root.is_dir():
+        raise GeogenError(f"{root}: exists and is not a folder")
+    record = root / RUN_RECORD
+    holds_data = root.is_dir() and any(root.iterdir())
+    if holds_data and force:
+        for name in (shards.MANIFEST, RUN_RECORD, *schema.SPLITS):
+            path = root / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    elif holds_data and resume:
+        if not record.is_file():
+            raise GeogenError(f"{root}: holds data that no geogen run recorded; use --force "
+                              f"to replace it or choose another --out")
+        try:
+            previous = json.loads(record.read_text())
+        except (OSError, ValueError):
+            raise GeogenError(f"{record}: unreadable; use --force to start again") from None
+        if previous != config.content():
+            raise GeogenError(f"{root}: holds a dataset made with other settings; use --force "
+                              f"to replace it or choose another --out")
+    elif holds_data:
+        raise GeogenError(f"{root}: already holds data; pass --resume to finish it or --force "
+                          f"to replace it")
+    try:
+        for split in schema.SPLITS:
+            (root / split).mkdir(parents=True, exist_ok=True)
+        shards.write_json_atomic(record, config.content())
+    except OSError as err:
+        raise GeogenError(f"{root}: cannot write there ({err.strerror or err})") from None
+    for stale in root.glob(f"*/*{shards.TMP_SUFFIX}"):   # left by an interrupted run
+        stale.unlink()
+    return root
+
+
+def _is_whole(path: Path, first: int, count: int) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        with shards.open_shard(path) as f:
+            return int(f.attrs["first_index"]) == first and int(f.attrs["count"]) == count
+    except (GeogenError, KeyError):
+        return False
+
+
+def _workers(config: MakeConfig) -> int:
+    if config.workers:
+        return config.workers
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
+                 progress: bool = True) -> Path:
+    """Make the dataset `config` describes; returns the output root (see the module docstring)."""
+    validate(config)
+    root = _prepare_out(config, resume, force)
+    chunk_n = shards.chunk_samples(config.size, config.frames)
+    fields = get_variant(config.variant).fields
+    plan = _plan(config)
+    todo = [s for s in plan if not _is_whole(_shard_file(root, s[0], s[1]), s[2], s[3])]
+    units = [u for s in todo for u in _units(config, s, chunk_n)]
+    left = {(s[0], s[1]): s[3] for s in todo}   # samples still to write per shard
+
+    attrs_common = {"variant": config.variant, "seed": config.seed, "size": config.size,
+                    "frames": config.frames, "generator_version": GENERATOR_VERSION,
+                    "schema_version": schema.SCHEMA_VERSION,
+                    "config": json.dumps(config.content(), sort_keys=True)}
+    workers = min(_workers(config), max(1, len(units)))
+    unit_name = "pair" if config.frames == 2 else "clip"
+    bar = tqdm(total=sum(left.values()), unit=unit_name, disable=not progress, smoothing=0.1,
+               desc=f"geogen {config.variant} {config.size}px")
+    writer = None
+    pool = None
+    try:
+        if workers > 1:
+            # fork: workers start at once and need no importable __main__ (scripts, notebooks).
+            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+            pool = ctx.Pool(workers)
+            results = pool.imap(_render_unit, units)
+        else:
+            results = map(_render_unit, units)
+        for unit, chunks in zip(units, results):
+            key = (unit.split, unit.shard)
+            if writer is None:
+                _, _, first, count = next(s for s in todo if s[:2] == key)
+                writer = shards.ShardWriter(
+                    _shard_file(root, *key), count, fields, config.frames,
+                    config.size, chunk_n, dict(attrs_common, split=unit.split,
+                                               first_index=first, count=count))
+            for name, blobs in chunks.items():
+                for j, blob in enumerate(blobs):
+                    writer.write_chunk(unit.local + j * chunk_n, name, blob)
+            left[key] -= unit.count
+            bar.update(unit.count)
+            if left[key] == 0:
+                writer.close()
+                writer = None
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+
+    manifest = {
+        "variant": config.variant, "seed": config.seed, "size": config.size,
+        "frames": config.frames, "counts": config.counts(),
+        "generator_version": GENERATOR_VERSION, "schema_version": schema.SCHEMA_VERSION,
+        "config": config.content(), "chunk_samples": chunk_n,
+        "fields": list(fields),
+        "shards": {split: [{"file": f"{split}/{shards.shard_name(k)}", "first_index": first,
+                            "count": count,
+                            "sha256": shards.file_sha256(_shard_file(root, split, k))}
+                           for sp, k, first, count in plan if sp == split]
+                   for split in schema.SPLITS},
+    }
+    shards.write_json_atomic(root / shards.MANIFEST, manifest)
+    return root

@@ -1,0 +1,82 @@
+"""Scene sampling: a Geo scene's parameters and per-frame poses, drawn from one numpy Generator.
+
+Follows PSD's shape generator (Xu et al. 2019, `data_generator.py`), written with lengths
+relative to the image side L so that any `size` gives the same distribution:
+- background: each RGB channel uniform in 181..255;
+- three colours with one dominant channel each (low channels 0..74, high 181..255),
+  shuffled among circle, square and triangle;
+- sizes uniform in [0.2 L, 0.3 L) (circle diameter, square side, triangle side);
+- the circle's centre is the image centre plus a per-axis offset uniform in [-0.2 L, 0.2 L);
+  the square's and triangle's centres are the circle's centre plus their own offsets;
+- hierarchical motion per frame: circle (m, m), square circle + (0, v), triangle circle + (h, 0),
+  with m, v, h uniform in [-0.1 L, 0.1 L);
+- presence from a draw of 0..9 (see `schema.class_of_draw`).
+PSD draws integers on a 512 canvas; we draw continuous values, the same ranges.
+
+Every parameter is drawn for every slot whatever the presence, so the stream layout (and hence
+each sample) does not depend on which slots end up present.
+
+Letters: T frames, S = 3 slots (circle, square, triangle).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from geogen import schema
+
+# Ranges as fractions of the image side L (PSD: 512 canvas, sizes int(.2*512)..int(.3*512), ...).
+SIZE_RANGE = (0.2, 0.3)
+OFFSET_RANGE = 0.2
+MOTION_RANGE = 0.1
+# Colour channel ranges (PSD: randint(75) for a low channel, 255 - randint(75) for a high one).
+LOW_MAX = 75    # low channel in 0..74
+HIGH_MIN = 181  # high channel in 181..255
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One sample's parameters. Absent slots keep their drawn poses but render as nothing."""
+    pose: np.ndarray        # (T, S, 4) float32: centre x, centre y, angle, size (pixels)
+    present: np.ndarray     # (S,) bool
+    label: int              # presence class id (schema.CLASSES)
+    colours: np.ndarray     # (S, 3) uint8 flat colour of each slot
+    background: np.ndarray  # (3,) uint8 flat background colour
+    extra: dict = field(default_factory=dict)   # optional schema fields (e.g. Geo+ sources)
+
+
+def _dominant_colours(rng: np.random.Generator) -> np.ndarray:
+    """Three colours, one per dominant channel (blue, green, red as PSD lists them), shuffled."""
+    low = rng.integers(0, LOW_MAX, size=(3, 3))         # (3, 3)
+    high = rng.integers(HIGH_MIN, 256, size=3)           # (3,)
+    colours = low.copy()
+    colours[np.arange(3), np.array([2, 1, 0])] = high    # colour i is dominant in channel 2 - i
+    return colours[rng.permutation(3)].astype(np.uint8)  # (S, 3)
+
+
+def sample_geo_scene(rng: np.random.Generator, size: int, frames: int) -> Scene:
+    """Draw one Geo scene (see the module docstring) with T = `frames` frames at side `size`."""
+    L = float(size)
+    colours = _dominant_colours(rng)                                      # (S, 3)
+    background = rng.integers(HIGH_MIN, 256, size=3).astype(np.uint8)   # (3,)
+    draw = int(rng.integers(0, 10))
+    label = schema.class_of_draw(draw)
+    present = np.array(schema.CLASS_PRESENCE[label], bool)              # (S,)
+
+    sizes = rng.uniform(*SIZE_RANGE, size=3) * L                          # (S,)
+    offsets = rng.uniform(-OFFSET_RANGE, OFFSET_RANGE, size=(3, 2)) * L   # (S, 2)
+    m, v, h = rng.uniform(-MOTION_RANGE, MOTION_RANGE, size=3) * L
+
+    centre0 = np.empty((3, 2))                                            # (S, 2)
+    centre0[0] = L / 2 + offsets[0]
+    centre0[1:] = centre0[0] + offsets[1:]   # square and triangle hang off the circle
+    velocity = np.array([[m, m], [m, m + v], [m + h, m]])                 # (S, 2) pixels/frame
+
+    t = np.arange(frames, dtype=np.float64)[:, None, None]               # (T, 1, 1)
+    pose = np.zeros((frames, 3, 4))                                       # (T, S, 4)
+    pose[..., :2] = centre0[None] + t * velocity[None]
+    pose[..., 2] = 0.0          # Geo only translates
+    pose[..., 3] = sizes[None]
+    return Scene(pose=pose.astype(np.float32), present=present, label=label,
+                 colours=colours, background=background)

@@ -1,0 +1,210 @@
+"""Sharded HDF5 storage: writing shards chunk by chunk, the manifest, checksums and verification.
+
+Layout: ROOT/{train,val,test}/shard-NNNNN.h5 and ROOT/manifest.json. Each shard holds one HDF5
+dataset per schema field, shaped (count, *per-sample shape), chunked along N in groups of a few
+samples and compressed with deflate, and the attributes in `schema.SHARD_ATTRS`.
+
+Workers compress chunks themselves (`compress_chunk` applies exactly HDF5's deflate filter),
+and the writer stores the bytes with `write_direct_chunk`; so the compression runs in
+parallel and the bytes of a shard do not depend on the number of workers. A shard is written to
+a temporary name and renamed when complete: a file named `shard-*.h5` is always whole.
+
+Letters: N samples, T frames, S slots, H = W = image side.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zlib
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from geogen import schema
+from geogen.errors import GeogenError
+
+MANIFEST = "manifest.json"
+DEFLATE_LEVEL = 2      # measured: level 2 is ~9% faster than 3 at 128 px for ~6% more bytes
+CHUNK_BYTES = 1 << 18  # aim for chunks of about 256 KiB raw for the largest field
+TMP_SUFFIX = ".tmp"
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:05d}.h5"
+
+
+def chunk_samples(size: int, frames: int) -> int:
+    """Samples per HDF5 chunk: small groups, so reading one sample decompresses little."""
+    largest = max(int(np.prod(schema.sample_shape(k, frames, size))) * f.dtype.itemsize
+                  for k, f in schema.FIELDS.items())
+    return int(max(1, min(32, CHUNK_BYTES // largest)))
+
+
+def compress_chunk(arr: np.ndarray, chunk_n: int, level: int = DEFLATE_LEVEL) -> bytes:
+    """HDF5's deflate filter on one chunk (n <= chunk_n samples, zero-padded to chunk_n).
+
+    No shuffle filter: the flow is exactly piecewise constant, so its raw float32 pairs repeat
+    and deflate finds them; shuffling measured slower and larger here (128 px: 0.33 vs 0.46 ms
+    and 1.0 vs 1.6 kB per flow field per sample).
+    """
+    if len(arr) < chunk_n:
+        pad = np.zeros((chunk_n - len(arr),) + arr.shape[1:], arr.dtype)
+        arr = np.concatenate([arr, pad])
+    return zlib.compress(np.ascontiguousarray(arr).tobytes(), level)
+
+
+class ShardWriter:
+    """One shard, written chunk by chunk under a temporary name; `close` renames it."""
+
+    def __init__(self, path: Path, count: int, fields: tuple[str, ...], frames: int, size: int,
+                 chunk_n: int, attrs: dict, level: int = DEFLATE_LEVEL):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(self.path.name + TMP_SUFFIX)
+        self.chunk_n = chunk_n
+        self.file = h5py.File(self.tmp, "w", track_order=True)
+        for key, value in attrs.items():
+            self.file.attrs[key] = value
+        for name in fields:
+            spec = schema.FIELDS[name]
+            shape = schema.sample_shape(name, frames, size)
+            self.file.create_dataset(
+                # maxshape lets a chunk hold more samples than a small shard has.
+                name, shape=(count,) + shape, maxshape=(None,) + shape, dtype=spec.dtype,
+                chunks=(chunk_n,) + shape,
+                compression="gzip", compression_opts=level, shuffle=False,
+                track_times=False)
+
+    def write_chunk(self, start: int, name: str, data: bytes) -> None:
+        """Store one compressed chunk whose first sample is local index `start`."""
+        if start % self.chunk_n:
+            raise ValueError(f"chunk start {start} is not a multiple of {self.chunk_n}")
+        dset = self.file[name]
+        dset.id.write_direct_chunk((start,) + (0,) * (dset.ndim - 1), data)
+
+    def close(self) -> str:
+        """Finish the file, give it its final name, return its sha256."""
+        self.file.close()
+        os.replace(self.tmp, self.path)
+        return file_sha256(self.path)
+
+    def abort(self) -> None:
+        self.file.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def write_arrays(path: Path, arrays: dict[str, np.ndarray], frames: int, size: int,
+                 attrs: dict) -> str:
+    """Write a whole shard from in-memory arrays (N, ...); returns its sha256."""
+    count = len(next(iter(arrays.values())))
+    chunk_n = chunk_samples(size, frames)
+    writer = ShardWriter(path, count, tuple(arrays), frames, size, chunk_n,
+                         dict(attrs, count=count))
+    try:
+        for start in range(0, count, chunk_n):
+            for name, arr in arrays.items():
+                arr = np.asarray(arr, schema.FIELDS[name].dtype)
+                writer.write_chunk(start, name, compress_chunk(arr[start:start + chunk_n], chunk_n))
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.close()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    tmp = Path(str(path) + TMP_SUFFIX)
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_manifest(root: str | Path) -> dict:
+    """The manifest of a generated folder, or a GeogenError saying why it cannot be read."""
+    path = Path(root) / MANIFEST
+    if not path.is_file():
+        raise GeogenError(f"{root}: no {MANIFEST} (not a finished geogen folder)")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise GeogenError(f"{path}: unreadable manifest ({err})") from None
+
+
+def manifest_hash(root: str | Path) -> str:
+    """sha256 of manifest.json: names the exact data a result was computed on."""
+    read_manifest(root)
+    return file_sha256(Path(root) / MANIFEST)
+
+
+def shard_paths(root: str | Path, manifest: dict, split: str) -> list[tuple[Path, int]]:
+    """(path, count) of each shard of a split, in index order."""
+    return [(Path(root) / s["file"], int(s["count"])) for s in manifest["shards"].get(split, [])]
+
+
+def open_shard(path: Path) -> h5py.File:
+    """Open a shard for reading; a missing, truncated or foreign file is a GeogenError."""
+    try:
+        return h5py.File(path, "r")
+    except (OSError, ValueError) as err:
+        raise GeogenError(f"{path}: cannot open shard ({err.__class__.__name__}: "
+                          f"{str(err).splitlines()[0] if str(err) else 'corrupt'})") from None
+
+
+def verify(root: str | Path, checksums: bool = True) -> list[str]:
+    """Every mismatch between a folder and its manifest and the schema (empty: all good)."""
+    root = Path(root)
+    manifest = read_manifest(root)
+    problems: list[str] = []
+    size, frames = int(manifest["size"]), int(manifest["frames"])
+    for split in schema.SPLITS:
+        want_total = int(manifest["counts"].get(split, 0))
+        total = 0
+        for entry in manifest["shards"].get(split, []):
+            path = root / entry["file"]
+            if not path.is_file():
+                problems.append(f"{entry['file']}: missing")
+                continue
+            if checksums and file_sha256(path) != entry["sha256"]:
+                problems.append(f"{entry['file']}: checksum mismatch")
+                continue
+            problems += [f"{entry['file']}: {p}" for p in _check_shard(path, entry, split, size,
+                                                                       frames, total)]
+            total += int(entry["count"])
+        if total != want_total:
+            problems.append(f"{split}: {total} samples in shards, manifest says {want_total}")
+    return problems
+
+
+def _check_shard(path: Path, entry: dict, split: str, size: int, frames: int,
+                 first: int) -> list[str]:
+    problems = []
+    try:
+        with h5py.File(path, "r") as f:
+            count = int(entry["count"])
+            for key in schema.SHARD_ATTRS:
+                if key not in f.attrs:
+                    problems.append(f"attribute {key!r} missing")
+            if f.attrs.get("split") != split or int(f.attrs.get("first_index", -1)) != first \
+                    or int(f.attrs.get("count", -1)) != count:
+                problems.append("split, first_index or count attributes disagree with manifest")
+            for name in schema.REQUIRED_FIELDS:
+                if name not in f:
+                    problems.append(f"field {name!r} missing")
+                    continue
+                spec, dset = schema.FIELDS[name], f[name]
+                want = (count,) + schema.sample_shape(name, frames, size)
+                if dset.shape != want or dset.dtype != spec.dtype:
+                    problems.append(f"field {name!r}: {dset.dtype}{list(dset.shape)}, "
+                                    f"want {spec.dtype}{list(want)}")
+            if not problems and count:
+                f["label"][-1:]   # decompress the last chunk: a truncated file fails here
+    except (OSError, ValueError, KeyError) as err:
+        problems.append(f"unreadable ({err.__class__.__name__})")
+    return problems
