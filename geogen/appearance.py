@@ -73,11 +73,16 @@ class TextureConfig:
     tint_saturation: tuple[float, float] = (0.35, 0.8)
 
 
+def prepare_side(size: int, cfg: BackgroundConfig = BackgroundConfig()) -> int:
+    """Shorter side at which a background's smallest crop maps ~1:1 onto `size` pixels."""
+    return int(np.ceil(size / cfg.scale[0])) + 2
+
+
 def prepare_backgrounds(bank: ImageBank, size: int, cfg: BackgroundConfig = BackgroundConfig()
                         ) -> ImageBank:
     """Once per worker: shrink so the smallest crop maps ~1:1 onto `size` pixels, and build
     the mip pyramid that larger crops are read from."""
-    return bank.downscaled(int(np.ceil(size / cfg.scale[0])) + 2).with_pyramid()
+    return bank.downscaled(prepare_side(size, cfg)).with_pyramid()
 
 
 def prepare_textures(bank: ImageBank, cfg: TextureConfig = TextureConfig()) -> ImageBank:

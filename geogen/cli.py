@@ -1,4 +1,5 @@
-"""The `geogen` command: make, info, verify, show. Bad input is one line and exit status 1."""
+"""The `geogen` command: make, import-psd, info, verify, show. Bad input is one line and exit
+status 1."""
 from __future__ import annotations
 
 import functools
@@ -54,7 +55,7 @@ def main():
 
 
 @main.command()
-@click.option("--variant", default="geo", show_default=True, help="dataset variant")
+@click.option("--variant", default="geo", show_default=True, help="dataset variant: geo, geo+")
 @click.option("--n", "n", type=int, required=True, help="training samples")
 @click.option("--val", type=int, default=None, help="validation samples [N/100]")
 @click.option("--test", type=int, default=None, help="test samples [N/10]")
@@ -66,19 +67,44 @@ def main():
 @click.option("--shard-size", type=int, default=10000, show_default=True)
 @click.option("--supersample", type=int, default=4, show_default=True,
               help="per-axis subsamples at shape edges")
+@click.option("--motion", default="translation", show_default=True,
+              help="translation (the paper's) or conformal (adds rotation and scaling)")
+@click.option("--backgrounds", default=None, metavar="DIR",
+              help="geo+: folder of background images [bundled photographs]")
+@click.option("--textures", default=None, metavar="DIR",
+              help="geo+: folder of texture images [bundled textures]")
+@click.option("--max-images", type=int, default=500, show_default=True,
+              help="geo+: use at most this many images of each folder (evenly spaced)")
 @click.option("--resume", is_flag=True, help="finish an interrupted run with the same settings")
 @click.option("--force", is_flag=True, help="replace the data already in --out")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @_friendly
 def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, supersample,
-         resume, force, quiet):
+         motion, backgrounds, textures, max_images, resume, force, quiet):
     """Make a dataset: OUT/{train,val,test}/shard-NNNNN.h5 and OUT/manifest.json."""
     from geogen.make import MakeConfig, make_dataset
     config = MakeConfig(variant=variant, n=n, val=val, test=test, size=size, frames=frames,
                         seed=seed, out=out, workers=_workers(workers), shard_size=shard_size,
-                        supersample=supersample)
+                        supersample=supersample, motion=motion, backgrounds=backgrounds,
+                        textures=textures, max_images=max_images)
     root = make_dataset(config, resume=resume, force=force, progress=not quiet)
     click.echo(f"wrote {root} ({', '.join(f'{k} {v}' for k, v in config.counts().items())})")
+
+
+@main.command("import-psd")
+@click.argument("src", type=click.Path())
+@click.option("--out", "out", required=True, help="output folder (missing or empty)")
+@click.option("--split", default="test", show_default=True, help="split that gets every sample")
+@click.option("--no-masks", is_flag=True, help="store frames and flow only")
+@click.option("--shard-size", type=int, default=10000, show_default=True)
+@_friendly
+def import_psd(src, out, split, no_masks, shard_size):
+    """Convert a folder in PSD's format ({i}_im1.png, {i}_im2.png, {i}_f.npy) into shards."""
+    from geogen.psd_import import write_psd_shards
+    root, info = write_psd_shards(src, out, split=split, masks=not no_masks,
+                                  shard_size=shard_size)
+    click.echo(f"wrote {root} ({split} {info['count']}; skipped {len(info['skipped'])}; "
+               f"absent fields: {', '.join(info['absent']) or 'none'})")
 
 
 @main.command()

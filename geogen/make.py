@@ -6,8 +6,10 @@ parent writes the compressed chunks in order; so the output does not depend on `
 the content does not depend on `shard_size` either.
 
 A run first writes OUT/run.json (the content config); shards appear under their final names
-only when whole; OUT/manifest.json is written last. `resume=True` keeps the whole shards of an
-interrupted run with the same config and makes the rest.
+only when whole; OUT/manifest.json is written last (for a variant that reads image sources,
+geo+, its `sources` entry names every image that `bg_source` / `tex_source` index).
+`resume=True` keeps the whole shards of an interrupted run with the same config and makes
+the rest.
 
 Letters: N samples, T frames, S slots, H = W = image side.
 """
@@ -28,6 +30,7 @@ from tqdm import tqdm
 
 from geogen import schema, shards
 from geogen.errors import GeogenError
+from geogen.scene import MOTIONS
 from geogen.variants import get_variant, make_sample
 
 GENERATOR_VERSION = "1.0.0"
@@ -49,6 +52,12 @@ class MakeConfig:
     workers: int = 0            # 0: one per available core
     shard_size: int = 10000
     supersample: int = 4        # per-axis subsamples for edge coverage (PSD: 512 -> 128, i.e. 4)
+    motion: str = "translation"  # or "conformal" (geogen.scene: per-frame rotation and scaling)
+    backgrounds: str | None = None  # geo+: image folder, None for the bundled photographs
+    textures: str | None = None     # geo+: image folder, None for the bundled textures
+    # geo+: at most this many images per folder (evenly spaced). Banks are float32 in memory,
+    # about 0.7 MB per background image at 64 px (2.6 MB at 128 px) with its mip pyramid.
+    max_images: int = 500
 
     def counts(self) -> dict[str, int]:
         val = self.n // 100 if self.val is None else self.val
@@ -64,11 +73,17 @@ class MakeConfig:
 
 
 def validate(config: MakeConfig) -> None:
-    """Raise GeogenError (one line) for any setting that cannot be made."""
-    get_variant(config.variant)
+    """Raise GeogenError (one line) for any setting that cannot be made (image folders are
+    checked when `make_dataset` loads them)."""
+    variant = get_variant(config.variant)
+    if config.motion not in MOTIONS:
+        raise GeogenError(f"motion must be one of {', '.join(MOTIONS)}, got {config.motion!r}")
+    if variant.sources is None and (config.backgrounds or config.textures):
+        raise GeogenError(f"--backgrounds and --textures apply to geo+, not {config.variant}")
     ints = {"n": config.n, "size": config.size, "frames": config.frames, "seed": config.seed,
             "workers": config.workers, "shard_size": config.shard_size,
-            "supersample": config.supersample, **{k: v for k, v in config.counts().items()}}
+            "supersample": config.supersample, "max_images": config.max_images,
+            **{k: v for k, v in config.counts().items()}}
     for key, value in ints.items():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise GeogenError(f"{key} must be an integer, got {value!r}")
@@ -83,7 +98,9 @@ def validate(config: MakeConfig) -> None:
               (config.seed >= 0, f"seed must be >= 0, got {config.seed}"),
               (config.workers >= 0, f"workers must be >= 0 (0: auto), got {config.workers}"),
               (config.shard_size >= 1, f"shard_size must be >= 1, got {config.shard_size}"),
-              (1 <= config.supersample <= 16, f"supersample must be in 1..16, got {config.supersample}")]
+              (1 <= config.supersample <= 16,
+               f"supersample must be in 1..16, got {config.supersample}"),
+              (config.max_images >= 1, f"max_images must be >= 1, got {config.max_images}")]
     for ok, message in checks:
         if not ok:
             raise GeogenError(message)
@@ -202,9 +219,13 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
                  progress: bool = True) -> Path:
     """Make the dataset `config` describes; returns the output root (see the module docstring)."""
     validate(config)
+    variant = get_variant(config.variant)
+    # Load the image sources here, before any output or worker exists: a bad folder fails
+    # early, and forked workers inherit the loaded banks instead of loading them again.
+    used_sources = variant.sources(config) if variant.sources else None
     root = _prepare_out(config, resume, force)
     chunk_n = shards.chunk_samples(config.size, config.frames)
-    fields = get_variant(config.variant).fields
+    fields = variant.fields
     plan = _plan(config)
     todo = [s for s in plan if not _is_whole(_shard_file(root, s[0], s[1]), s[2], s[3])]
     units = [u for s in todo for u in _units(config, s, chunk_n)]
@@ -266,5 +287,7 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
                            for sp, k, first, count in plan if sp == split]
                    for split in schema.SPLITS},
     }
+    if used_sources is not None:
+        manifest["sources"] = used_sources
     shards.write_json_atomic(root / shards.MANIFEST, manifest)
     return root

@@ -248,7 +248,7 @@ def placeholders(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-IMPORT_VARIANT = "psd"  # the `variant` recorded for imported data (not a generator variant)
+IMPORT_VARIANT = schema.IMPORT_VARIANTS[0]  # the `variant` recorded for imported data
 
 
 def write_psd_shards(src, out, *, split: str = "test", masks: bool = True,

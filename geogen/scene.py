@@ -13,6 +13,17 @@ relative to the image side L so that any `size` gives the same distribution:
 - presence from a draw of 0..9 (see `schema.class_of_draw`).
 PSD draws integers on a 512 canvas; we draw continuous values, the same ranges.
 
+Motion (`MOTIONS`): "translation" is the above (the paper's data; every angle 0, sizes fixed).
+"conformal" adds, per slot, a constant per-frame angle change w uniform in [-ROTATION_RANGE,
+ROTATION_RANGE) rad and log-scale change g uniform in [-LOG_SCALE_RANGE, LOG_SCALE_RANGE),
+drawn after all the translation numbers (so the translation stream, i.e. Geo, is unchanged).
+The motion stays hierarchical: the circle turns by w0 t and scales by exp(g0 t) about its own
+centre, and carries the square's and triangle's offsets with it (each child's centre is the
+circle's centre plus exp(g0 t) R(w0 t) offset plus its own translation (0, v) t or (h, 0) t);
+on top of that each child turns and scales about its own centre, angle (w0 + ws) t and size
+size_s exp((g0 + gs) t). Every slot's pose is thus a similarity per frame, which the renderer
+turns into exact masks and flow. With w = g = 0 this is exactly the translation motion.
+
 Every parameter is drawn for every slot whatever the presence, so the stream layout (and hence
 each sample) does not depend on which slots end up present.
 
@@ -30,6 +41,12 @@ from geogen import schema
 SIZE_RANGE = (0.2, 0.3)
 OFFSET_RANGE = 0.2
 MOTION_RANGE = 0.1
+# Conformal motion, per frame: angle change in radians (~11 degrees at most) and log-scale
+# change (sizes change by at most ~10% a frame), small enough that a 2-frame pair stays a
+# plausible motion and large enough that rotation and scale are measurable at 32 px.
+ROTATION_RANGE = 0.2
+LOG_SCALE_RANGE = 0.1
+MOTIONS: tuple[str, ...] = ("translation", "conformal")
 # Colour channel ranges (PSD: randint(75) for a low channel, 255 - randint(75) for a high one).
 LOW_MAX = 75    # low channel in 0..74
 HIGH_MIN = 181  # high channel in 181..255
@@ -55,8 +72,12 @@ def _dominant_colours(rng: np.random.Generator) -> np.ndarray:
     return colours[rng.permutation(3)].astype(np.uint8)  # (S, 3)
 
 
-def sample_geo_scene(rng: np.random.Generator, size: int, frames: int) -> Scene:
-    """Draw one Geo scene (see the module docstring) with T = `frames` frames at side `size`."""
+def sample_geo_scene(rng: np.random.Generator, size: int, frames: int,
+                     motion: str = "translation") -> Scene:
+    """Draw one Geo scene (see the module docstring) with T = `frames` frames at side `size`
+    and the given motion ("translation" or "conformal")."""
+    if motion not in MOTIONS:
+        raise ValueError(f"unknown motion {motion!r} (known: {', '.join(MOTIONS)})")
     L = float(size)
     colours = _dominant_colours(rng)                                      # (S, 3)
     background = rng.integers(HIGH_MIN, 256, size=3).astype(np.uint8)   # (3,)
@@ -76,7 +97,28 @@ def sample_geo_scene(rng: np.random.Generator, size: int, frames: int) -> Scene:
     t = np.arange(frames, dtype=np.float64)[:, None, None]               # (T, 1, 1)
     pose = np.zeros((frames, 3, 4))                                       # (T, S, 4)
     pose[..., :2] = centre0[None] + t * velocity[None]
-    pose[..., 2] = 0.0          # Geo only translates
     pose[..., 3] = sizes[None]
+    if motion == "conformal":
+        _add_conformal(rng, pose, centre0)
     return Scene(pose=pose.astype(np.float32), present=present, label=label,
                  colours=colours, background=background)
+
+
+def _add_conformal(rng: np.random.Generator, pose: np.ndarray, centre0: np.ndarray) -> None:
+    """Turn translation poses (T, S, 4) into conformal ones in place (module docstring)."""
+    turn = rng.uniform(-ROTATION_RANGE, ROTATION_RANGE, size=3)           # (S,) rad per frame
+    grow = rng.uniform(-LOG_SCALE_RANGE, LOG_SCALE_RANGE, size=3)         # (S,) log-size per frame
+    t = np.arange(pose.shape[0], dtype=np.float64)                        # (T,)
+    a0, k0 = turn[0] * t + 0.0, np.exp(grow[0] * t)   # (T,) circle's turn and scale; no -0.0
+    offsets = centre0[1:] - centre0[0]                                    # (2, 2) children at t = 0
+    c, s = np.cos(a0)[:, None], np.sin(a0)[:, None]                       # (T, 1)
+    # R(a) o = (ox cos a - oy sin a, ox sin a + oy cos a) (schema's angle convention).
+    carried = np.stack([c * offsets[:, 0] - s * offsets[:, 1],
+                        s * offsets[:, 0] + c * offsets[:, 1]], -1)       # (T, 2, 2)
+    # A child's translation-only centre is circle + offset + own motion; swap the fixed offset
+    # for the carried one.
+    pose[:, 1:, :2] += k0[:, None, None] * carried - offsets[None]
+    pose[:, 0, 2] = a0
+    pose[:, 0, 3] *= k0
+    pose[:, 1:, 2] = (turn[0] + turn[1:])[None] * t[:, None]              # (T, 2)
+    pose[:, 1:, 3] *= np.exp((grow[0] + grow[1:])[None] * t[:, None])     # (T, 2)

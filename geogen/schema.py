@@ -48,7 +48,10 @@ CLASS_PRESENCE: tuple[tuple[bool, bool, bool], ...] = (
 )
 CLASS_PRIOR: tuple[float, ...] = (0.1, 0.2, 0.2, 0.5)
 SPLITS: tuple[str, ...] = ("train", "val", "test")
-VARIANTS: tuple[str, ...] = ("geo", "geo+")
+VARIANTS: tuple[str, ...] = ("geo", "geo+")   # what `geogen make` makes
+# Import-only variants: folders converted from other formats (`geogen import-psd`); same
+# shards and readers, never generated.
+IMPORT_VARIANTS: tuple[str, ...] = ("psd",)
 MIN_SIZE, MAX_SIZE = 32, 512
 
 

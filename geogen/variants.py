@@ -1,19 +1,30 @@
-"""Variant registry: the CLI name ("geo"; "geo+" later) -> how a sample is drawn and rendered.
+"""Variant registry: the CLI name ("geo", "geo+") -> how a sample is drawn and rendered.
 
 A variant turns a sample's Generator and the run's config (a `geogen.make.MakeConfig`: size,
-frames, and whatever options the variant adds there) into a `Scene` plus an `Appearance`;
-rendering, ground truth and storage are shared. Register a new one with `@register("name")`.
+frames, motion, and whatever options the variant adds there) into a `Scene` plus an
+`Appearance`; rendering, ground truth and storage are shared. Register a new one with
+`@register("name")`; a variant that reads image sources also gives `sources(config)`, which
+loads them (raising GeogenError for unusable folders) and returns the manifest's record of them.
+
+Geo+ (FlowCapsules Sec. 5: natural backgrounds, textured shapes) draws exactly the Geo scene of
+the same (seed, split, index) (shapes, sizes, motion, presence), then, from the same stream, a
+background crop (`appearance.background`) and one texture per slot (`appearance.draw_texture`,
+drawn for every slot so the stream does not depend on presence). The image banks are loaded,
+shrunk and given mip pyramids once per process (`geo_plus_banks`, cached by its arguments):
+the parent loads them before the worker pool forks, so workers inherit them.
 
 Letters: T frames, S slots, H = W = image side.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
 
-from geogen import schema
+from geogen import appearance as looks
+from geogen import schema, sources
 from geogen.errors import GeogenError
 from geogen.render import Appearance, FlatAppearance, render_clip
 from geogen.scene import Scene, sample_geo_scene
@@ -24,6 +35,7 @@ class Variant:
     name: str
     draw: Callable[[np.random.Generator, Any], tuple[Scene, Appearance]]  # (rng, config)
     extra_fields: tuple[str, ...] = ()   # optional schema fields it stores (from Scene.extra)
+    sources: Callable[[Any], dict] | None = None   # config -> manifest record of its images
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -33,9 +45,10 @@ class Variant:
 REGISTRY: dict[str, Variant] = {}
 
 
-def register(name: str, extra_fields: tuple[str, ...] = ()):
+def register(name: str, extra_fields: tuple[str, ...] = (),
+             sources: Callable[[Any], dict] | None = None):
     def wrap(draw):
-        REGISTRY[name] = Variant(name, draw, extra_fields)
+        REGISTRY[name] = Variant(name, draw, extra_fields, sources)
         return draw
     return wrap
 
@@ -49,8 +62,48 @@ def get_variant(name: str) -> Variant:
 
 @register("geo")
 def draw_geo(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
-    scene = sample_geo_scene(rng, config.size, config.frames)
+    scene = sample_geo_scene(rng, config.size, config.frames, config.motion)
     return scene, FlatAppearance(scene.colours, scene.background)
+
+
+@functools.lru_cache(maxsize=2)
+def geo_plus_banks(backgrounds: str | None, textures: str | None, max_images: int | None,
+                   size: int) -> tuple[sources.ImageBank, sources.ImageBank]:
+    """(backgrounds, textures), shrunk for `size` and with mip pyramids; once per process.
+
+    Folder images are shrunk as they are decoded (a large folder never sits in memory at full
+    resolution); `max_images` keeps an evenly spaced subset of each folder.
+    """
+    bg_side = looks.prepare_side(size)
+    bg = sources.load_bank(backgrounds, "backgrounds", limit=max_images, min_side=bg_side)
+    tex = sources.load_bank(textures, "textures", limit=max_images,
+                            min_side=looks.TextureConfig().work_side)
+    return looks.prepare_backgrounds(bg, size), looks.prepare_textures(tex)
+
+
+def _plus_banks(config: Any) -> tuple[sources.ImageBank, sources.ImageBank]:
+    return geo_plus_banks(config.backgrounds, config.textures, config.max_images, config.size)
+
+
+def _plus_sources(config: Any) -> dict:
+    bg, tex = _plus_banks(config)
+    return {"backgrounds": bg.describe(), "textures": tex.describe(),
+            "background_config": asdict(looks.BackgroundConfig()),
+            "texture_config": asdict(looks.TextureConfig())}
+
+
+@register("geo+", extra_fields=("bg_source", "tex_source"), sources=_plus_sources)
+def draw_geo_plus(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
+    scene = sample_geo_scene(rng, config.size, config.frames, config.motion)
+    bg_bank, tex_bank = _plus_banks(config)
+    image, bg_index = looks.background(bg_bank, rng, config.size)          # (H, W, 3)
+    # Textures read the mip level of the shape's smallest size over the clip (no aliasing).
+    fills = tuple(looks.draw_texture(tex_bank, rng,
+                                     pixels_per_unit=float(scene.pose[:, s, 3].min()))
+                  for s in range(schema.S))
+    tex = np.array([f.source if p else -1 for f, p in zip(fills, scene.present)], np.int32)  # (S,)
+    scene = replace(scene, extra={"bg_source": np.int32(bg_index), "tex_source": tex})
+    return scene, looks.SampleAppearance(fills, image)
 
 
 def sample_rng(seed: int, split: str, index: int) -> np.random.Generator:

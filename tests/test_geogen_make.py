@@ -159,3 +159,17 @@ def test_show_writes_a_contact_sheet(made, tmp_path):
     assert img.shape == (3 * 98 + 2, 8 * 98 + 2, 3)
     res = CliRunner().invoke(main, ["show", str(made), "--index", "9-12", "-o", str(out)])
     assert res.exit_code != 0 and "out of range" in res.output
+
+
+def test_shards_smaller_than_one_chunk(tmp_path):
+    # 32 px pairs go 32 to a chunk; val and test shards of 3 samples once failed to write
+    # ("Chunk shape must not be greater than data shape").
+    assert shards.chunk_samples(32, 2) > 3
+    root = make_dataset(MakeConfig(n=40, val=3, test=3, size=32, workers=1,
+                                   out=str(tmp_path / "small")), progress=False)
+    assert shards.verify(root) == []
+    cfg = MakeConfig(n=40, val=3, test=3, size=32)
+    stored = read_split(root, "test", schema.REQUIRED_FIELDS)
+    for i in range(3):
+        again = render_one(cfg, "test", i)
+        assert all(np.array_equal(stored[k][i], again[k]) for k in schema.REQUIRED_FIELDS)

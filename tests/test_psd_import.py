@@ -153,3 +153,36 @@ def test_writes_a_normal_shard_folder(tmp_path):
         assert f.attrs["first_index"] == 3 and f.attrs["variant"] == "psd"
     with pytest.raises(GeogenError, match="not an empty folder"):
         psd_import.write_psd_shards(src, root)
+
+
+def test_import_psd_command(tmp_path):
+    from click.testing import CliRunner
+
+    from geogen.cli import main
+    from geogen.dataset import read_split
+
+    src = tmp_path / "psd"
+    src.mkdir()
+    _folder(src)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["import-psd", str(src), "--out", str(out), "--split", "val"])
+    assert res.exit_code == 0, res.output
+    assert "val 4" in res.output and "amodal, pose" in res.output
+    manifest = shards.read_manifest(out)
+    assert manifest["variant"] in schema.IMPORT_VARIANTS
+    assert manifest["variant"] not in schema.VARIANTS  # import-only: never generated
+    res = CliRunner().invoke(main, ["verify", str(out)])
+    assert res.exit_code == 0 and "OK" in res.output
+    stored = read_split(out, "val", ("frames", "flow", "visible"))
+    arrays, _ = psd_import.convert_psd_folder(src)
+    for name in ("frames", "flow", "visible"):
+        assert np.array_equal(stored[name], arrays[name])
+    # Bad input: one line, non-zero exit, no traceback.
+    for args, message in ((["import-psd", str(src), "--out", str(out)], "not an empty folder"),
+                          (["import-psd", str(tmp_path / "nope"), "--out", str(tmp_path / "o2")],
+                           "nope"),
+                          (["import-psd", str(src), "--out", str(tmp_path / "o3"), "--split",
+                            "dev"], "split must be one of")):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code != 0 and message in res.output, res.output
+        assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
