@@ -1,0 +1,81 @@
+"""The `flowcaps` command: train a model on a geogen dataset, or describe a checkpoint."""
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from flowcaps import checkpoint
+from flowcaps.config import PROFILES, TrainConfig
+from flowcaps.errors import FlowcapsError
+from flowcaps.trainer import train as run_train
+
+
+def _parse_set(items: tuple[str, ...]) -> dict:
+    """`--set key=value` pairs; values are JSON (numbers, true/false, lists) or plain strings.
+
+    `model.key=value` changes a ModelConfig field.
+    """
+    changes: dict = {}
+    for item in items:
+        if "=" not in item:
+            raise FlowcapsError(f"--set expects key=value, got {item!r}")
+        key, text = item.split("=", 1)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if key.startswith("model."):
+            changes.setdefault("model", {})[key[len("model."):]] = value
+        else:
+            changes[key] = value
+    return changes
+
+
+@click.group()
+def main() -> None:
+    """FlowCapsules: self-supervised part capsules from frame pairs."""
+
+
+@main.command()
+@click.argument("data", type=click.Path())
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="quick", show_default=True)
+@click.option("--out", default=None, help="run folder (checkpoint, log.csv, model.pt)")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default=None)
+@click.option("--epochs", type=int, default=None)
+@click.option("--batch-size", type=int, default=None)
+@click.option("--lr", type=float, default=None)
+@click.option("--max-minutes", type=float, default=None, help="stop gracefully after this long")
+@click.option("--max-pairs", type=int, default=None, help="use only the first N training pairs")
+@click.option("--seed", type=int, default=None)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="any TrainConfig field, or model.FIELD for the model (repeatable)")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed, sets,
+          quiet) -> None:
+    """Train on the DATA geogen dataset; resumes when --out holds a checkpoint."""
+    try:
+        cfg: TrainConfig = PROFILES[profile]()
+        flags = {"out": out, "device": device, "epochs": epochs, "batch_size": batch_size,
+                 "lr": lr, "max_minutes": max_minutes, "max_pairs": max_pairs, "seed": seed}
+        changes = {k: v for k, v in flags.items() if v is not None}
+        changes.update(_parse_set(sets))
+        cfg = cfg.replace(**changes)
+        path = run_train(cfg, data, progress=not quiet)
+    except FlowcapsError as err:
+        raise click.ClickException(str(err)) from None
+    if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 reports
+        click.echo(f"model written to {path}")
+
+
+@main.command()
+@click.argument("ckpt", type=click.Path())
+def info(ckpt) -> None:
+    """Print a checkpoint's config and training record."""
+    try:
+        blob = checkpoint.read(ckpt)
+    except FlowcapsError as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(json.dumps({"config": json.loads(blob["config"]), "meta": checkpoint.meta_of(blob)},
+                          indent=2))

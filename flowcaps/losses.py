@@ -1,0 +1,160 @@
+"""The self-supervised objective (paper Sec. 4) over sampled pixel centres.
+
+Letters: B batch, K capsules, P sampled points, H, W image side.
+
+L = L_render + w_smooth * L_smooth + w_center * L_center, with every expectation over pixels
+estimated at P pixel centres drawn per image (the loss is an expectation over u, so sampling is
+an unbiased estimate of it; P = 0 uses the full grid).
+- L_render: || I'(u + Phi(u)) - I(u) ||^2 (sum over RGB), averaged over a Gaussian pyramid of
+  sigmas: flat-coloured shapes only give a photometric gradient in a ~1 px edge band, blurring
+  widens that basin. sigma 0 alone is the paper's loss.
+- L_smooth: squared finite differences of Phi to the +1 px neighbours in x and y (pixels^2).
+- L_center: each mask sits at its canonical origin, averaged over capsules, in one of three
+  forms (TrainConfig.center_form): the mask-weighted squared distance E_u[Lambda_k |v|^2] with
+  v = P_k^-1 u ("spread"), the same in image units E_u[Lambda_k |u - t_k|^2] ("spread_image",
+  the default), or the squared distance of the mask's centre of mass
+  |E_u[Lambda_k v] / E_u[Lambda_k]|^2 ("centroid").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from flowcaps import geometry
+from flowcaps.config import TrainConfig
+from flowcaps.model import FlowCapsules
+
+
+@dataclass
+class LossTerms:
+    total: torch.Tensor
+    render: torch.Tensor
+    smooth: torch.Tensor
+    center: torch.Tensor
+
+
+def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Where the render loss has signal: |grad I| + |grad I'| widened by a blur: (B, H*W), sums to 1."""
+    b, _, h, w = img0.shape
+    e = img0.new_zeros(b, 1, h, w)
+    for img in (img0, img1):
+        gx = F.pad((img[..., :, 1:] - img[..., :, :-1]).abs().sum(1, keepdim=True), (0, 1, 0, 0))
+        gy = F.pad((img[..., 1:, :] - img[..., :-1, :]).abs().sum(1, keepdim=True), (0, 0, 0, 1))
+        e = e + gx + gy  # (B, 1, H, W)
+    e = geometry.gaussian_blur(e, sigma).reshape(b, h * w)  # (B, H*W)
+    return e / e.sum(1, keepdim=True).clamp_min(1e-12)
+
+
+def sample_indices(b: int, h: int, w: int, points: int, gen: torch.Generator | None,
+                   device: torch.device, density: torch.Tensor | None = None,
+                   mix: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row-major pixel indices (B, P) and importance weights (B, P), or the full grid.
+
+    With mix > 0, points are drawn from q = (1 - mix) uniform + mix density (with replacement)
+    and weighted by 1 / (H W q), so every mean over points stays an unbiased estimate of the
+    expectation over pixels, with most samples where the photometric error lives (edges).
+    """
+    n = h * w
+    if points <= 0 or points >= n:
+        idx = torch.arange(n, device=device).expand(b, -1)  # (B, H*W)
+        return idx, torch.ones(b, n, device=device)
+    if mix <= 0 or density is None:
+        idx = torch.randint(0, n, (b, points), generator=gen).to(device)  # (B, P)
+        return idx, torch.ones(b, points, device=device)
+    q = (1 - mix) / n + mix * density.float().cpu()  # (B, H*W), rows sum to 1
+    idx = torch.multinomial(q, points, replacement=True, generator=gen)  # (B, P)
+    weight = 1.0 / (n * q.gather(1, idx))  # (B, P)
+    return idx.to(device), weight.to(device)
+
+
+def direction_loss(model: FlowCapsules, caps: tuple, pose_next: torch.Tensor,
+                   pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
+                   cfg: TrainConfig, center_scale: float = 1.0,
+                   weight: torch.Tensor | None = None) -> LossTerms:
+    """Loss of predicting frame `src` by backward-warping frame `dst` with src's capsules.
+
+    caps: (shape, pose, depth) of src; pose_next: dst's poses; pyr_*: blurred copies (B, 3, H, W);
+    weight (B, P): importance weights of the points (None = uniform samples).
+    """
+    if weight is None:
+        weight = torch.ones(idx.shape, device=idx.device)
+    shape, pose, depth = caps
+    _, _, h, w = pyr_src[0].shape
+    u = geometry.index_to_coords(idx, h, w)  # (B, P, 2)
+    n_s = min(cfg.smooth_points, u.shape[1]) if cfg.w_smooth > 0 else 0
+    if n_s:
+        # +1 px neighbours of the first n_s points, evaluated in the same decoder call.
+        step = torch.tensor([2.0 / w, 2.0 / h], device=u.device)
+        ux = u[:, :n_s] + step * torch.tensor([1.0, 0.0], device=u.device)  # (B, Ps, 2)
+        uy = u[:, :n_s] + step * torch.tensor([0.0, 1.0], device=u.device)  # (B, Ps, 2)
+        u_all = torch.cat([u, ux, uy], 1)  # (B, P + 2 Ps, 2)
+    else:
+        u_all = u
+    pm = model.masks_at(shape, pose, depth, u_all)
+    phi_all = model.flow_at(pm, pose_next, u_all)  # (B, P + 2 Ps, 2)
+    p = u.shape[1]
+    phi = phi_all[:, :p]  # (B, P, 2)
+
+    render = phi.new_zeros(())
+    for src, dst in zip(pyr_src, pyr_dst):
+        target = geometry.gather_pixels(src, idx)  # (B, 3, P)
+        pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
+        render = render + (((pred - target.float()) ** 2).sum(1) * weight).mean()
+    render = render / len(pyr_src)
+
+    if n_s:
+        f0 = geometry.frame_to_pixels(phi[:, :n_s], h, w)  # (B, Ps, 2)
+        fx = geometry.frame_to_pixels(phi_all[:, p:p + n_s], h, w)  # (B, Ps, 2)
+        fy = geometry.frame_to_pixels(phi_all[:, p + n_s:], h, w)  # (B, Ps, 2)
+        diff = ((fx - f0) ** 2).sum(-1) + ((fy - f0) ** 2).sum(-1)  # (B, Ps)
+        smooth = (diff * weight[:, :n_s]).mean()
+    else:
+        smooth = phi.new_zeros(())
+
+    # Weighting the masks makes every E_u in the centre loss importance-weighted as well.
+    center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
+                         cfg.center_form)
+    total = render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
+    return LossTerms(total=total, render=render, smooth=smooth, center=center)
+
+
+def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form: str) -> torch.Tensor:
+    """masks (B, K, P), v (B, K, P, 2), scale (B, K) -> scalar, averaged over B and K."""
+    if form == "spread":
+        return (masks * (v ** 2).sum(-1)).mean(2).mean()  # E_u over the points, then B, K
+    if form == "spread_image":
+        d2 = (v ** 2).sum(-1) * scale[..., None] ** 2  # (B, K, P) = |u - t|^2
+        return (masks * d2).mean(2).mean()
+    mass = masks.mean(2)  # (B, K) = E_u[Lambda]
+    centroid = (masks[..., None] * v).mean(2) / (mass[..., None] + 1e-4)  # (B, K, 2)
+    return (centroid ** 2).sum(-1).mean()
+
+
+def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: TrainConfig,
+              gen: torch.Generator | None, center_scale: float = 1.0) -> LossTerms:
+    """The training loss of a batch of pairs img0, img1 (B, 3, H, W) in [0, 1].
+
+    Both frames are parsed (the flow needs both poses); with `both_directions` the pair is also
+    used the other way round (I' predicted from I), doubling the signal per encoder pass.
+    """
+    b, _, h, w = img0.shape
+    ctx = torch.autocast(img0.device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
+    with ctx:
+        caps = model.encode(torch.cat([img0, img1], 0))
+    c0 = tuple(x[:b] for x in caps)
+    c1 = tuple(x[b:] for x in caps)
+    pyr0 = [geometry.gaussian_blur(img0, s) for s in cfg.blur_sigmas]
+    pyr1 = [geometry.gaussian_blur(img1, s) for s in cfg.blur_sigmas]
+    density = edge_density(img0, img1, cfg.edge_sigma) if cfg.edge_sampling > 0 else None
+    idx, wt = sample_indices(b, h, w, cfg.points, gen, img0.device, density, cfg.edge_sampling)
+    with ctx:
+        terms = [direction_loss(model, c0, c1[1], pyr0, pyr1, idx, cfg, center_scale, wt)]
+        if cfg.both_directions:
+            idx1, wt1 = sample_indices(b, h, w, cfg.points, gen, img0.device, density,
+                                       cfg.edge_sampling)
+            terms.append(direction_loss(model, c1, c0[1], pyr1, pyr0, idx1, cfg, center_scale, wt1))
+    n = len(terms)
+    return LossTerms(total=sum(t.total for t in terms) / n, render=sum(t.render for t in terms) / n,
+                     smooth=sum(t.smooth for t in terms) / n, center=sum(t.center for t in terms) / n)

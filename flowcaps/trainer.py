@@ -1,0 +1,293 @@
+"""The self-supervised trainer: frame pairs only, no flow or masks. Resumable; DDP-ready.
+
+Letters: N pairs, B batch, T frames, H, W image side.
+
+Under torchrun (WORLD_SIZE > 1) each rank trains on its own contiguous part of the pairs with
+DistributedDataParallel (gloo on CPU, nccl on CUDA); rank 0 alone writes files.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from tqdm import tqdm
+
+from flowcaps import checkpoint
+from flowcaps.config import TrainConfig
+from flowcaps.errors import FlowcapsError
+from flowcaps.losses import LossTerms, pair_loss
+from flowcaps.model import FlowCapsules
+
+CKPT_NAME = "checkpoint.pt"  # resumable state of the run
+MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
+LOG_NAME = "log.csv"
+LOG_FIELDS = ("step", "epoch", "pairs", "seconds", "lr", "loss", "render", "smooth", "center",
+              "pairs_per_s")
+# Fields that may change between an interrupted run and its resumption (runtime only).
+RUNTIME_FIELDS = ("device", "threads")
+
+
+class _LossModule(nn.Module):
+    """Wraps the loss so DistributedDataParallel sees one forward per step."""
+
+    def __init__(self, model: FlowCapsules, cfg: TrainConfig):
+        super().__init__()
+        self.model = model
+        self.cfg = cfg
+
+    def forward(self, img0: torch.Tensor, img1: torch.Tensor, gen: torch.Generator,
+                center_scale: float) -> LossTerms:
+        return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise FlowcapsError("device 'cuda' requested but no CUDA device is available")
+    return torch.device(name)
+
+
+def load_pairs(root: str | Path, split: str = "train", limit: int | None = None,
+               rank: int = 0, world: int = 1) -> np.ndarray:
+    """Frames (N, 2, H, W, 3) uint8: this rank's contiguous part of the first `limit` clips.
+
+    Each of `world` ranks gets limit // world clips (the remainder is dropped so every rank runs
+    the same number of steps) and reads only its rows of the shards. A clip of T > 2 frames
+    gives T - 1 pairs.
+    """
+    from geogen import shards  # geogen is only needed when reading a dataset
+
+    root = Path(root)
+    if not (root / "manifest.json").is_file():
+        raise FlowcapsError(f"{root} is not a geogen dataset (no manifest.json)")
+    try:
+        manifest = shards.read_manifest(root)
+        parts = shards.shard_paths(root, manifest, split)
+        total = sum(c for _, c in parts) if limit is None else min(limit, sum(c for _, c in parts))
+        share = total // world
+        lo, hi = rank * share, (rank + 1) * share
+        chunks, start = [], 0
+        for path, count in parts:  # only the shards overlapping [lo, hi) are opened
+            a, b = max(lo, start), min(hi, start + count)
+            if a < b:
+                with shards.open_shard(path) as f:
+                    chunks.append(np.asarray(f["frames"][a - start:b - start]))
+            start += count
+    except Exception as err:  # a geogen error or a broken shard: one line for the user
+        raise FlowcapsError(f"cannot read {split} split of {root}: {err}") from None
+    if not chunks:
+        raise FlowcapsError(f"{root} has no {split} clips for rank {rank} of {world}")
+    frames = np.concatenate(chunks)  # (N, T, H, W, 3)
+    n, t = frames.shape[:2]
+    if t < 2:
+        raise FlowcapsError(f"{root} has clips of {t} frame; pairs need 2")
+    return np.stack([frames[:, :-1], frames[:, 1:]], 2).reshape(n * (t - 1), 2, *frames.shape[2:])
+
+
+def to_images(batch: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 (B, 2, H, W, 3) -> two float (B, 3, H, W) in [0, 1]."""
+    x = batch.to(device).permute(0, 1, 4, 2, 3).float() / 255  # (B, 2, 3, H, W)
+    return x[:, 0].contiguous(), x[:, 1].contiguous()
+
+
+def _lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    if cfg.lr_schedule == "cosine":
+        # Cosine decay to 2% over the run; `progress` is the larger of the step and time fractions,
+        # so a time-budgeted run still anneals before it stops.
+        return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    return 1.0
+
+
+def _check_resume(saved: TrainConfig, cfg: TrainConfig, path: Path) -> None:
+    a = {k: v for k, v in saved.__dict__.items() if k not in RUNTIME_FIELDS}
+    b = {k: v for k, v in cfg.__dict__.items() if k not in RUNTIME_FIELDS}
+    diff = sorted(k for k in a if a[k] != b[k])
+    if diff:
+        raise FlowcapsError(f"{path} was made with a different config (fields {diff}); "
+                            f"use a new --out folder or the same settings")
+
+
+def _dist_setup(device: torch.device) -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _agree(value: float, world: int, device: torch.device) -> float:
+    """The mean of a number over the ranks (itself without DDP); NaN anywhere gives NaN."""
+    if world <= 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)  # nccl needs a CUDA tensor
+    dist.all_reduce(t)
+    return float(t) / world
+
+
+def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Path:
+    """Train from a geogen dataset root; returns the exported model path (`out/model.pt`)."""
+    config.validate()
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    pairs = load_pairs(data, "train", config.max_pairs, rank, world)
+    return run(config, pairs, progress=progress, meta={"data": str(data)}, rank_part=True)[1]
+
+
+def fit(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
+        meta: dict[str, Any] | None = None) -> Path:
+    """Train on in-memory pairs (N, 2, H, W, 3) uint8; resumes from `out/checkpoint.pt`."""
+    return run(config, pairs, progress=progress, meta=meta)[1]
+
+
+def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
+        meta: dict[str, Any] | None = None, rank_part: bool = False) -> tuple[FlowCapsules, Path]:
+    """`fit`, also returning this rank's trained model (every rank has one under DDP).
+
+    Under DDP `pairs` is split into equal contiguous parts by rank, unless `rank_part` says it
+    already is this rank's part (as `train` reads it).
+    """
+    config.validate()
+    cfg = config
+    if pairs.ndim != 5 or pairs.shape[1] != 2 or pairs.dtype != np.uint8:
+        raise FlowcapsError(f"pairs must be uint8 (N, 2, H, W, 3), got {pairs.dtype}{list(pairs.shape)}")
+    if pairs.shape[2] != cfg.model.image_size or pairs.shape[3] != cfg.model.image_size:
+        raise FlowcapsError(f"data is {pairs.shape[2]} px but model.image_size is {cfg.model.image_size}")
+    device = resolve_device(cfg.device)
+    rank, world = _dist_setup(device)
+    if device.type == "cpu":
+        # One thread per core: on this 2-core machine 2 ranks x 1 thread beat 1 rank x 2 threads.
+        torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
+        # Flat-coloured images give tiny gradients; denormal floats are very slow on x86.
+        torch.set_flush_denormal(True)
+    local = len(pairs) if rank_part else len(pairs) // world
+    if local < cfg.batch_size:
+        raise FlowcapsError(f"{local} pairs on each of {world} rank(s) is fewer than one batch "
+                            f"of {cfg.batch_size}")
+    part = pairs if rank_part else pairs[rank * local:(rank + 1) * local]
+    data = torch.from_numpy(part)  # (N_rank, 2, H, W, 3)
+    steps_per_epoch = local // cfg.batch_size
+    total_steps = steps_per_epoch * cfg.epochs
+    out = Path(cfg.out)
+    ckpt_path, model_path = out / CKPT_NAME, out / MODEL_NAME
+
+    torch.manual_seed(cfg.seed)  # the initial weights: identical on every rank
+    model = FlowCapsules(cfg.model).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    state = {"step": 0, "train_seconds": 0.0, "pairs": 0}
+    if ckpt_path.exists():
+        blob = checkpoint.read(ckpt_path)
+        _check_resume(checkpoint.config_of(blob), cfg, ckpt_path)
+        model.load_state_dict(blob["model"])
+        if "optimizer" in blob:
+            opt.load_state_dict(blob["optimizer"])
+        state.update(json.loads(blob.get("progress", "{}")))
+    meta = {**(meta or {}), "pairs_total": local * world, "world_size": world}
+
+    loss_module: nn.Module = _LossModule(model, cfg)
+    if world > 1:
+        loss_module = nn.parallel.DistributedDataParallel(loss_module)
+    step_fn = torch.compile(loss_module) if cfg.compile else loss_module
+
+    def save_ckpt() -> None:
+        if rank == 0:
+            checkpoint.save(ckpt_path, cfg, model, optimizer=opt, progress=state, meta=meta)
+
+    budget = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
+    log_file = None
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        new_log = not (out / LOG_NAME).exists()
+        log_file = open(out / LOG_NAME, "a", newline="")
+        writer = csv.writer(log_file)
+        if new_log:
+            writer.writerow(LOG_FIELDS)
+    bar = tqdm(total=total_steps, initial=state["step"], disable=not progress or rank != 0,
+               desc="flowcaps train", unit="step")
+    recent: list[float] = []
+    last_ckpt = time.monotonic()
+    window_t, window_pairs = time.monotonic(), 0
+    stop_reason = "epochs"
+    perm, perm_epoch = torch.empty(0, dtype=torch.long), -1
+    try:
+        while state["step"] < total_steps:
+            step = state["step"]
+            epoch = step // steps_per_epoch
+            if perm_epoch != epoch:
+                # One permutation per (seed, rank, epoch), so a resumed run sees the same order.
+                perm = torch.randperm(local, generator=torch.Generator().manual_seed(
+                    cfg.seed * 100003 + rank * 7919 + epoch))
+                perm_epoch = epoch
+            pos = step % steps_per_epoch
+            sel = perm[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
+            gen = torch.Generator().manual_seed(cfg.seed * 1000003 + rank * 10007 + step)
+            t0 = time.monotonic()
+            img0, img1 = to_images(data[sel], device)
+            frac = max(step / total_steps, state["train_seconds"] / budget)
+            lr = cfg.lr * _lr_factor(cfg, step, frac)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            center_scale = min(1.0, frac / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
+            terms = step_fn(img0, img1, gen, center_scale)
+            loss = _agree(float(terms.total.detach()), world, device)  # every rank decides alike
+            median = statistics.median(recent) if len(recent) >= 20 else math.inf
+            if not math.isfinite(loss) or loss > cfg.explode_factor * median:
+                what = "not finite" if not math.isfinite(loss) else f"exploded ({loss:.3g})"
+                raise FlowcapsError(f"loss {what} at step {step}; stopped, last good checkpoint "
+                                    f"kept at {ckpt_path}")
+            opt.zero_grad(set_to_none=True)
+            terms.total.backward()
+            if cfg.grad_clip:
+                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            recent = (recent + [loss])[-200:]
+            state["step"] = step + 1
+            state["pairs"] += len(sel) * world
+            # The ranks' clocks differ (rank 0 also logs), so they add the mean step time and
+            # stop at the same step; a rank left alone in a collective would hang.
+            state["train_seconds"] += _agree(time.monotonic() - t0, world, device)
+            window_pairs += len(sel) * world
+            if rank == 0 and (state["step"] % cfg.log_every == 0 or state["step"] == total_steps):
+                rate = window_pairs / max(time.monotonic() - window_t, 1e-9)
+                window_t, window_pairs = time.monotonic(), 0
+                writer.writerow([state["step"], epoch, state["pairs"],
+                                 f"{state['train_seconds']:.1f}", f"{lr:.3g}", f"{loss:.5g}",
+                                 f"{float(terms.render.detach()):.5g}",
+                                 f"{float(terms.smooth.detach()):.4g}",
+                                 f"{float(terms.center.detach()):.4g}", f"{rate:.1f}"])
+                log_file.flush()
+                bar.set_postfix(loss=f"{loss:.4f}", pairs_s=f"{rate:.0f}")
+            bar.update(1)
+            if time.monotonic() - last_ckpt > cfg.checkpoint_minutes * 60:
+                save_ckpt()
+                last_ckpt = time.monotonic()
+            if state["train_seconds"] >= budget:
+                stop_reason = "time budget"
+                break
+    except KeyboardInterrupt:
+        save_ckpt()
+        raise FlowcapsError(f"interrupted at step {state['step']}; resume with the same "
+                            f"command (checkpoint {ckpt_path})") from None
+    finally:
+        bar.close()
+        if log_file is not None:
+            log_file.close()
+    state["stop_reason"] = stop_reason
+    save_ckpt()
+    if rank == 0:
+        checkpoint.save(model_path, cfg, model, meta={**meta, **state})
+    if world > 1:
+        dist.barrier()
+    return model, model_path

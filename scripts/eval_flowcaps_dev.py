@@ -1,0 +1,104 @@
+"""Development evaluator: amodal IoU of a flowcaps checkpoint with the fixed assignment.
+
+Letters: N images, K capsules, S shape slots, H, W image side.
+
+Masks Lambda_k are thresholded at 0.5; for every capsule k and slot s the IoU with the slot's
+`amodal` mask is averaged over the test images where s is present, giving a K x S matrix; scipy's
+`linear_sum_assignment` picks one capsule per slot (maximum total IoU), fixed for the whole split.
+Reported: each slot's IoU, their mean ("mean_over_slots") and the mean over every present
+(image, slot) instance ("all"). Frame 0 of every clip is evaluated.
+
+    .venv/bin/python scripts/eval_flowcaps_dev.py CHECKPOINT DATA_ROOT [--split test] [--limit N]
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+
+from flowcaps import checkpoint
+from flowcaps.errors import FlowcapsError
+from flowcaps.model import FlowCapsules
+from geogen.schema import SLOTS
+
+
+@torch.no_grad()
+def iou_sums(model: FlowCapsules, frames: np.ndarray, amodal: np.ndarray, batch: int = 200,
+             progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sum over images of IoU(capsule k, slot s) where s is present, and the present counts.
+
+    frames (N, H, W, 3) uint8; amodal (N, S, H, W) bool -> (K, S) sums, (S,) counts.
+    """
+    k = model.config.num_capsules
+    sums = np.zeros((k, amodal.shape[1]))
+    counts = np.zeros(amodal.shape[1])
+    starts = range(0, len(frames), batch)
+    if progress:
+        from tqdm import tqdm
+        starts = tqdm(starts, desc="eval", unit="batch")
+    for i in starts:
+        img = torch.from_numpy(frames[i:i + batch]).permute(0, 3, 1, 2).float() / 255  # (B, 3, H, W)
+        pred = (model.parse(img).masks > 0.5).numpy()  # (B, K, H, W)
+        gt = amodal[i:i + batch]  # (B, S, H, W)
+        inter = np.einsum("bkhw,bshw->bks", pred, gt, dtype=np.int64)  # (B, K, S)
+        union = pred.sum((2, 3), dtype=np.int64)[:, :, None] + gt.sum((2, 3), dtype=np.int64)[:, None] - inter
+        present = gt.any((2, 3))  # (B, S)
+        iou = np.where(union > 0, inter / np.maximum(union, 1), 0.0)  # (B, K, S)
+        sums += (iou * present[:, None]).sum(0)
+        counts += present.sum(0)
+    return sums, counts
+
+
+def fixed_assignment(sums: np.ndarray, counts: np.ndarray) -> dict:
+    """One capsule per slot by Hungarian matching on the mean IoU matrix (K x S)."""
+    mean = sums / np.maximum(counts, 1)  # (K, S)
+    rows, cols = linear_sum_assignment(-mean)
+    per = {SLOTS[s]: float(mean[k, s]) for k, s in zip(rows, cols)}
+    capsule = {SLOTS[s]: int(k) for k, s in zip(rows, cols)}
+    total = sum(sums[k, s] for k, s in zip(rows, cols)) / max(counts.sum(), 1)
+    return {"per_slot": per, "capsule_of_slot": capsule, "mean_over_slots": float(np.mean(list(per.values()))),
+            "all": float(total), "counts": {SLOTS[s]: int(c) for s, c in enumerate(counts)},
+            "iou_matrix": mean.round(4).tolist()}
+
+
+def evaluate(model: FlowCapsules, frames: np.ndarray, amodal: np.ndarray, progress: bool = False) -> dict:
+    sums, counts = iou_sums(model, frames, amodal, progress=progress)
+    return fixed_assignment(sums, counts)
+
+
+@click.command()
+@click.argument("ckpt")
+@click.argument("data")
+@click.option("--split", default="test", show_default=True)
+@click.option("--limit", type=int, default=None, help="only the first N samples")
+@click.option("--out", default=None, help="also write the result JSON here")
+def main(ckpt: str, data: str, split: str, limit: int | None, out: str | None) -> None:
+    from geogen.dataset import read_split
+
+    torch.set_num_threads(2)
+    t0 = time.time()
+    try:
+        model = checkpoint.load(ckpt)
+    except FlowcapsError as err:
+        raise click.ClickException(str(err)) from None
+    arrays = read_split(data, split, ("frames", "amodal"), limit=limit)
+    res = evaluate(model, arrays["frames"][:, 0], arrays["amodal"][:, 0], progress=True)
+    res.update({"checkpoint": ckpt, "data": data, "split": split, "n": int(len(arrays["frames"])),
+                "seconds": round(time.time() - t0, 1)})
+    text = json.dumps(res, indent=2)
+    if out:
+        tmp = out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        import os
+        os.replace(tmp, out)
+    click.echo(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The model's public API, its switches, the split first decoder layer and the configs."""
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, PROFILES, TrainConfig
+
+SMALL = ModelConfig(image_size=32, num_capsules=4, capsule_dim=10, enc_channels=(4, 8),
+                    enc_hidden=16, dec_hidden=8, dec_depth=2)
+
+
+def _images(b=2, seed=0):
+    return torch.rand(b, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
+
+
+def test_parse_shapes_ranges_and_flow_shape():
+    torch.manual_seed(0)
+    model = FlowCapsules(SMALL).eval()
+    caps = model.parse(_images())
+    assert caps.shape.shape == (2, 4, 5) and caps.pose.shape == (2, 4, 4)
+    assert caps.depth.shape == (2, 4)
+    assert caps.masks.shape == caps.visible.shape == (2, 4, 32, 32)
+    assert float(caps.masks.min()) >= 0 and float(caps.masks.max()) <= 1
+    total = caps.visible.sum(1)  # (B, H, W): the static background takes the rest
+    assert float(total.max()) <= 1 + 1e-5 and float(total.min()) >= 0
+    assert float(caps.pose[..., 3].min()) > 0, "scale must stay positive"
+    assert model.flow(_images(seed=1), _images(seed=2)).shape == (2, 2, 32, 32)
+    # the same image twice: every capsule keeps its pose, so the flow is zero
+    assert float(model.flow(_images(), _images()).abs().max()) < 1e-5
+
+
+def test_split_first_layer_equals_concatenation():
+    """W [s; v] = W_s s + W_v v: the decoder equals an MLP on the concatenated input."""
+    torch.manual_seed(0)
+    dec = FlowCapsules(dataclasses.replace(SMALL, mask_prior=0.0)).decoder
+    s = torch.randn(2, 4, 5)
+    v = torch.randn(2, 4, 7, 2)
+    w = torch.cat([dec.in_s.weight, dec.in_v.weight], 1)  # (Hd, |s| + 2)
+    x = torch.cat([s[:, :, None].expand(-1, -1, 7, -1), v], -1)  # (B, K, P, |s| + 2)
+    h = F.selu(x @ w.T + dec.in_s.bias)
+    for layer in dec.hidden:
+        h = layer(h)
+    assert torch.allclose(dec(s, v), dec.out(h)[..., 0], atol=1e-5)
+    # the switch that computes the concatenated form gives the same function from the same weights
+    concat = FlowCapsules(dataclasses.replace(SMALL, mask_prior=0.0, split_first_layer=False)).decoder
+    concat.load_state_dict(dec.state_dict())
+    assert torch.allclose(concat(s, v), dec(s, v), atol=1e-5)
+
+
+def _two_capsules(model, depth):
+    shape = torch.zeros(1, 2, model.config.shape_dim)
+    pose = torch.tensor([[[0.0, 0.0, 0.0, 0.5], [0.0, 0.0, 0.0, 0.5]]])  # identical, overlapping
+    u = torch.zeros(1, 1, 2)  # the shared centre
+    with torch.no_grad():
+        return model.masks_at(shape, pose, torch.tensor([depth]), u)
+
+
+def test_depth_ordering_switch():
+    cfg = dataclasses.replace(SMALL, num_capsules=2, mask_prior=8.0)
+    on = FlowCapsules(cfg)
+    with torch.no_grad():
+        on.decoder.out.weight.zero_()
+    near = _two_capsules(on, [1.0, 12.0]).visible[0, :, 0]
+    assert float(near[1]) > 0.99, "the nearer capsule owns the shared pixel"
+    off = FlowCapsules(dataclasses.replace(cfg, depth_ordering=False))
+    off.load_state_dict(on.state_dict())
+    flat = _two_capsules(off, [1.0, 12.0]).visible[0, :, 0]
+    assert abs(float(flat[0] - flat[1])) < 1e-5, "without depth the two capsules tie"
+    logit = FlowCapsules(dataclasses.replace(cfg, mask_reading="logit"))
+    logit.load_state_dict(on.state_dict())
+    assert float(_two_capsules(logit, [1.0, 12.0]).visible[0, 1, 0]) > 0.99
+
+
+def test_background_modes():
+    """uniform: weights always sum to 1; static: far from every capsule the background owns u."""
+    for mode, far_total in (("uniform", 1.0), ("static", 0.0)):
+        model = FlowCapsules(dataclasses.replace(SMALL, num_capsules=2, mask_prior=8.0,
+                                                 background=mode))
+        with torch.no_grad():
+            model.decoder.out.weight.zero_()
+            shape = torch.zeros(1, 2, model.config.shape_dim)
+            pose = torch.tensor([[[-0.5, 0.0, 0.0, 0.2], [0.5, 0.0, 0.0, 0.2]]])
+            u = torch.tensor([[[-0.5, 0.0], [0.0, 0.9]]])  # on capsule 0; far from both
+            vis = model.masks_at(shape, pose, torch.tensor([[12.0, 12.0]]), u).visible[0]  # (K, P)
+        assert float(vis[0, 0]) > 0.8
+        assert abs(float(vis[:, 1].sum()) - far_total) < 1e-2
+
+
+@pytest.mark.parametrize("changes", [dict(num_capsules=16), dict(capsule_dim=8), dict(dec_depth=6),
+                                     dict(coord_channels=False, mask_prior=0.0)])
+def test_ablation_switches_build_and_run(changes):
+    model = FlowCapsules(dataclasses.replace(SMALL, **changes))
+    caps = model.parse(_images(1))
+    assert caps.shape.shape[-1] == model.config.capsule_dim - 5
+    assert caps.masks.shape[1] == model.config.num_capsules
+    n_hidden = sum(isinstance(m, torch.nn.Linear) for m in model.decoder.hidden)
+    assert n_hidden == model.config.dec_depth - 1
+
+
+def test_config_json_round_trip_and_errors():
+    cfg = PROFILES["quick"](out="somewhere").replace(blur_sigmas=[0.0, 2.0], model={"num_capsules": 5})
+    assert cfg.blur_sigmas == (0.0, 2.0) and cfg.model.num_capsules == 5
+    back = TrainConfig.from_json(cfg.to_json())
+    assert back == cfg
+    with pytest.raises(FlowcapsError, match="unknown"):
+        TrainConfig.from_dict({"nope": 1})
+    with pytest.raises(FlowcapsError, match="unknown"):
+        cfg.replace(model={"nope": 1})
+    with pytest.raises(FlowcapsError, match="mask_reading"):
+        FlowCapsules(dataclasses.replace(SMALL, mask_reading="bogus"))
+    with pytest.raises(FlowcapsError, match="multiple"):
+        FlowCapsules(dataclasses.replace(SMALL, image_size=36, enc_channels=(4, 4, 4)))
+    assert PROFILES["paper"]().lr == 1e-4 and PROFILES["paper"]().model.num_capsules == 8
+
+
+def test_softargmax_head_starts_on_the_ring():
+    """On a blank image the heat maps are flat but for their prior: t_k sits on the init ring."""
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(SMALL, translation_head="softargmax", coord_channels=False)
+    model = FlowCapsules(cfg)
+    with torch.no_grad():
+        model.encoder.heat.weight.zero_()
+        _, pose, _ = model.encode(torch.full((1, 3, 32, 32), 0.5))
+    k = torch.arange(cfg.num_capsules) * 2 * torch.pi / cfg.num_capsules
+    ring = cfg.init_ring * torch.stack([k.cos(), k.sin()], -1)  # (K, 2)
+    assert torch.allclose(pose[0, :, :2], ring, atol=0.05)
+
+
+def test_center_loss_forms_by_hand():
+    from flowcaps.losses import center_loss
+
+    masks = torch.tensor([[[1.0, 1.0, 0.0]]])  # (B=1, K=1, P=3)
+    v = torch.tensor([[[[1.0, 0.0], [1.0, 2.0], [5.0, 5.0]]]])  # (1, 1, 3, 2)
+    scale = torch.tensor([[2.0]])
+    # spread: (1 + 5 + 0) / 3; in image units times s^2 = 4; centroid: |(1, 1)|^2 = 2
+    assert abs(float(center_loss(masks, v, scale, "spread")) - 2.0) < 1e-5
+    assert abs(float(center_loss(masks, v, scale, "spread_image")) - 8.0) < 1e-5
+    assert abs(float(center_loss(masks, v, scale, "centroid")) - 2.0) < 1e-3

@@ -1,0 +1,129 @@
+"""The trainer: outputs, CSV log, resumption, divergence, corrupt checkpoints and the CLI."""
+import csv
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+import flowcaps
+from flowcaps import FlowcapsError, TrainConfig, checkpoint
+from flowcaps import trainer as train_mod
+from flowcaps.cli import main as cli_main
+from flowcaps.config import ModelConfig
+
+TINY = ModelConfig(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
+                   enc_hidden=16, dec_hidden=8, dec_depth=2)
+
+
+def tiny_pairs(n=32, seed=0) -> np.ndarray:
+    """Squares moving by a few pixels on flat backgrounds: (N, 2, 32, 32, 3) uint8."""
+    rng = np.random.default_rng(seed)
+    out = np.zeros((n, 2, 32, 32, 3), np.uint8)
+    for i in range(n):
+        out[i] = rng.integers(180, 256, 3)
+        x, y = rng.integers(4, 20, 2)
+        dx, dy = rng.integers(-3, 4, 2)
+        col = rng.integers(0, 75, 3)
+        out[i, 0, y:y + 8, x:x + 8] = col
+        out[i, 1, y + dy:y + dy + 8, x + dx:x + dx + 8] = col
+    return out
+
+
+def tiny_config(out, **changes) -> TrainConfig:
+    cfg = TrainConfig(model=TINY, out=str(out), epochs=2, batch_size=8, lr=1e-3, points=64,
+                      smooth_points=8, device="cpu", log_every=1, checkpoint_minutes=0.0)
+    return cfg.replace(**changes)
+
+
+def test_fit_writes_model_log_and_loads(tmp_path):
+    cfg = tiny_config(tmp_path / "run")
+    path = train_mod.fit(cfg, tiny_pairs(), progress=False)
+    assert path.name == "model.pt"
+    blob = torch.load(path, weights_only=True)  # safe loading works on the export
+    assert "optimizer" not in blob
+    model = flowcaps.load(path)
+    assert model.config == TINY
+    rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
+    assert [int(r["step"]) for r in rows] == list(range(1, 9))  # 32 / 8 pairs x 2 epochs
+    assert all(np.isfinite(float(r["loss"])) for r in rows)
+    meta = checkpoint.meta_of(checkpoint.read(path))
+    assert meta["step"] == 8 and meta["pairs"] == 64 and meta["stop_reason"] == "epochs"
+
+
+def _weights(path):
+    return checkpoint.read(path)["model"]
+
+
+def test_interrupted_run_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    pairs = tiny_pairs()
+    straight = train_mod.fit(tiny_config(tmp_path / "a"), pairs, progress=False)
+
+    real, calls = train_mod.pair_loss, {"n": 0}
+
+    def interrupt_at_5(*args):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(train_mod, "pair_loss", interrupt_at_5)
+    with pytest.raises(FlowcapsError, match="interrupted at step 4"):
+        train_mod.fit(tiny_config(tmp_path / "b"), pairs, progress=False)
+    monkeypatch.setattr(train_mod, "pair_loss", real)
+    resumed = train_mod.fit(tiny_config(tmp_path / "b"), pairs, progress=False)
+    a, b = _weights(straight), _weights(resumed)
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    with pytest.raises(FlowcapsError, match="different config.*lr"):
+        train_mod.fit(tiny_config(tmp_path / "b", lr=5e-3), pairs, progress=False)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
+    real, calls = train_mod.pair_loss, {"n": 0}
+
+    def nan_at_4(*args):
+        calls["n"] += 1
+        terms = real(*args)
+        if calls["n"] == 4:
+            terms.total = terms.total * float("nan")
+        return terms
+
+    monkeypatch.setattr(train_mod, "pair_loss", nan_at_4)
+    with pytest.raises(FlowcapsError, match="not finite at step 3"):
+        train_mod.fit(tiny_config(tmp_path / "run"), tiny_pairs(), progress=False)
+    blob = checkpoint.read(tmp_path / "run" / "checkpoint.pt")
+    assert all(torch.isfinite(v).all() for v in blob["model"].values())
+    assert '"step": 3' in blob["progress"]
+
+
+def test_corrupt_and_foreign_checkpoints_are_refused(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(FlowcapsError, match="corrupt"):
+        flowcaps.load(bad)
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "foreign.pt")
+    with pytest.raises(FlowcapsError, match="not a flowcaps checkpoint"):
+        flowcaps.load(tmp_path / "foreign.pt")
+    good = train_mod.fit(tiny_config(tmp_path / "run", epochs=1), tiny_pairs(16), progress=False)
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(good.read_bytes()[:2000])
+    with pytest.raises(FlowcapsError, match="corrupt"):
+        flowcaps.load(truncated)
+
+
+def test_fit_rejects_bad_data(tmp_path):
+    with pytest.raises(FlowcapsError, match="32 px"):
+        train_mod.fit(tiny_config(tmp_path, model={"image_size": 64}), tiny_pairs(), progress=False)
+    with pytest.raises(FlowcapsError, match="fewer than one batch"):
+        train_mod.fit(tiny_config(tmp_path, batch_size=64), tiny_pairs(), progress=False)
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(cli_main, ["train", str(tmp_path / "missing"), "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0 and "not a geogen dataset" in res.output
+    assert "Traceback" not in res.output
+    res = runner.invoke(cli_main, ["train", str(tmp_path), "--set", "nofield=1"])
+    assert res.exit_code != 0 and "unknown config field" in res.output
+    res = runner.invoke(cli_main, ["info", str(tmp_path / "missing.pt")])
+    assert res.exit_code != 0 and "no checkpoint" in res.output
