@@ -8,7 +8,7 @@ loading the image banks); `--full-n` smaller than 100000 extrapolates linearly t
 pairs of the floor run (the cost is per sample) and says so in the report:
 
     .venv/bin/python scripts/bench_geogen.py --variant geo+ --sizes 64 \
-        --out results/bench_geoplus.json
+        --out results/bench/geoplus.json
 
 PSD's generator (github.com/zhenjia-xu/psd, data_generator.py) is not part of this project: pass
 its file with --psd-generator and an interpreter that has its imports (numpy, opencv, tqdm) with
@@ -17,7 +17,7 @@ process (one core), writing its PNGs and flow .npy into a temporary folder as it
 its `utils` helpers are replaced by equivalents (cv2.resize, cv2.imwrite) because the original
 ones need long-removed numpy/Python names (np.float, collections.Sequence).
 
-    .venv/bin/python scripts/bench_geogen.py --out results/bench_geogen.json \
+    .venv/bin/python scripts/bench_geogen.py --out results/bench/geogen.json \
         [--psd-generator /tmp/psd/data_generator.py --psd-python /tmp/psdvenv/bin/python]
 """
 from __future__ import annotations
@@ -134,7 +134,7 @@ def time_psd(generator: str, python: str, n: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="results/bench_geogen.json")
+    ap.add_argument("--out", default="results/bench/geogen.json")
     ap.add_argument("--variant", default="geo")
     ap.add_argument("--motion", default="translation")
     ap.add_argument("--sizes", default="64,128", help="comma-separated image sides")

@@ -1,0 +1,1 @@
+"""Adapters that put each method behind the benchmark's protocol (benchmark.registry)."""

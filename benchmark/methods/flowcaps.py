@@ -1,0 +1,129 @@
+"""FlowCapsules behind the benchmark protocol.
+
+Letters: B batch, K capsules, C capsule size (|s| = C - 5), H = W image side.
+
+Features for clustering: for each image, the concatenation over the K capsules (in
+capsule order) of shape code s_k (C - 5), pose theta_k (tx, ty, angle, scale; 4) and
+depth d_k (1): K * C numbers. The clustering protocol standardises them.
+
+flowcaps and torch are imported inside the functions so that `flowbench table` and
+`flowbench list` start without loading torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+
+
+def _smoke_config(out: str):
+    """A few dozen steps at 32 px: for the contract test and end-to-end checks only."""
+    from flowcaps import ModelConfig, TrainConfig
+    return TrainConfig(model=ModelConfig(image_size=32, enc_channels=(16, 16, 32, 32),
+                                         enc_hidden=64, dec_hidden=32),
+                       out=out, epochs=2, batch_size=16, lr=1e-3, points=128, smooth_points=16,
+                       blur_sigmas=(0.0,), both_directions=False, checkpoint_minutes=10.0,
+                       log_every=5,
+                       # A model this small gains nothing from a second thread, which on
+                       # shared cores mostly waits (measured: 13 s -> 6 s for the contract test).
+                       threads=1)
+
+
+@register
+class FlowCapsulesMethod:
+    name = "flowcaps"
+    title = "FlowCapsules"
+
+    def _train_config(self, spec: TrainSpec):
+        import flowcaps
+        if spec.profile == "smoke":
+            base = _smoke_config(str(spec.run_dir))
+        elif spec.profile in flowcaps.PROFILES:
+            base = flowcaps.PROFILES[spec.profile](out=str(spec.run_dir))
+        else:
+            raise BenchmarkError(f"flowcaps has no profile {spec.profile!r}")
+        model: dict[str, Any] = {"image_size": spec.image_size}
+        v = spec.variant
+        if v.num_capsules is not None:
+            model["num_capsules"] = v.num_capsules
+        if v.shape_dim is not None:
+            model["capsule_dim"] = v.shape_dim + 5  # C = |s| + 4 pose numbers + 1 depth
+        if v.decoder_depth is not None:
+            model["dec_depth"] = v.decoder_depth
+        if v.depth_ordering is not None:
+            model["depth_ordering"] = v.depth_ordering
+        try:
+            cfg = base.replace(seed=spec.seed, device=spec.device, out=str(spec.run_dir),
+                               model=model)
+            cfg.validate()
+        except flowcaps.FlowcapsError as err:
+            raise BenchmarkError(f"flowcaps config: {err}") from None
+        return cfg
+
+    def config(self, spec: TrainSpec) -> dict[str, Any]:
+        return dataclasses.asdict(self._train_config(spec))
+
+    def train(self, spec: TrainSpec) -> Path:
+        import flowcaps
+        try:
+            return Path(flowcaps.train(self._train_config(spec), spec.data_root))
+        except flowcaps.FlowcapsError as err:
+            raise BenchmarkError(f"flowcaps training: {err}") from None
+
+    def load(self, checkpoint: Path) -> LoadedModel:
+        import flowcaps
+        if not Path(checkpoint).is_file():
+            raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # evaluation where it is fastest
+        try:
+            model = flowcaps.load(checkpoint, device=device)
+        except flowcaps.FlowcapsError as err:
+            raise BenchmarkError(f"cannot load {checkpoint} as a flowcaps checkpoint: {err}") from None
+        model.eval()
+        m = model.config
+        axes = Axes(num_capsules=m.num_capsules, shape_dim=m.shape_dim,
+                    decoder_depth=m.dec_depth, depth_ordering=m.depth_ordering)
+        return LoadedModel(model=model, config=dataclasses.asdict(m), axes=axes,
+                           image_size=m.image_size)
+
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray) -> Prediction:
+        """`model.parse(img0)` and `model.flow(img0, img1)` from one decoder pass.
+
+        The decoder dominates inference, and both public calls decode the masks of img0
+        on the full grid; composing the model's steps once halves evaluation time. The
+        contract test checks the result against `parse` and `flow`.
+        """
+        import torch
+        from flowcaps import geometry
+        b, _, h, w = img0.shape
+        dev = next(model.parameters()).device
+        with torch.inference_mode():
+            x = torch.from_numpy(np.concatenate([img0, img1])).to(dev)  # (2B, 3, H, W)
+            shape, pose, depth = model.encode(x)  # (2B, K, C-5), (2B, K, 4), (2B, K)
+            u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
+            pm = model.masks_at(shape[:b], pose[:b], depth[:b], u)  # (B, K, P) masks
+            phi = geometry.frame_to_pixels(model.flow_at(pm, pose[b:], u), h, w)  # (B, P, 2)
+            k = pm.masks.shape[1]
+            feats = torch.cat([shape[:b], pose[:b], depth[:b, :, None]], -1)  # (B, K, C)
+            return Prediction(masks=_np(pm.masks.view(b, k, h, w)),
+                              visible=_np(pm.visible.view(b, k, h, w)),
+                              flow=_np(phi.transpose(1, 2).reshape(b, 2, h, w)),
+                              features=_np(feats.flatten(1)))
+
+    def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
+        import torch
+        dev = next(model.parameters()).device
+        with torch.inference_mode():
+            shape, pose, depth = model.encode(torch.from_numpy(img0).to(dev))  # (B, K, *)
+            feats = torch.cat([shape, pose, depth[..., None]], -1)  # (B, K, C)
+        return _np(feats.flatten(1))  # (B, K * C)
+
+
+def _np(t) -> np.ndarray:
+    return t.float().cpu().numpy()

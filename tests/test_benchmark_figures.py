@@ -1,0 +1,43 @@
+import numpy as np
+
+from benchmark import figures
+from benchmark.registry import Prediction
+
+
+def test_backward_warp_undoes_a_known_translation():
+    rng = np.random.default_rng(0)
+    img0 = rng.random((3, 8, 8))
+    # The scene moves 2 px right (+x) and 1 px down (+y) from I to I'; flow is (2, 1).
+    img1 = np.zeros_like(img0)
+    img1[:, 1:, 2:] = img0[:, :-1, :-2]
+    flow = np.zeros((2, 8, 8))
+    flow[0], flow[1] = 2.0, 1.0
+    warped = figures.warp_backward(img1, flow)
+    assert np.allclose(warped[:, :-1, :-2], img0[:, :-1, :-2])
+
+
+def test_flow_colours_zero_black_and_direction_as_hue():
+    flow = np.zeros((2, 1, 3))
+    flow[0, 0, 1] = 4.0  # +x
+    flow[0, 0, 2] = -4.0  # -x
+    rgb = figures.flow_to_rgb(flow, max_mag=4.0)
+    assert rgb[0, 0].tolist() == [0, 0, 0]
+    assert rgb[0, 1].tolist() == [255, 0, 0]  # hue 0
+    assert rgb[0, 2].tolist() == [0, 255, 255]  # opposite hue
+
+
+def test_pair_rows_and_sheet_layout():
+    k, h = 3, 8
+    pred = Prediction(masks=np.full((1, k, h, h), 0.5, np.float32),
+                      visible=np.full((1, k, h, h), 1 / 3, np.float32),
+                      flow=np.zeros((1, 2, h, h), np.float32),
+                      features=np.zeros((1, 5), np.float32))
+    img = np.zeros((3, h, h))
+    rows = figures.pair_rows(img, img, np.zeros((2, h, h)), pred, 0)
+    assert [label for label, _ in rows[0]] == [
+        "I", "I'", "gt flow (max 0.0px)", "predicted flow", "I' warped to I"]
+    assert len(rows[1]) == len(rows[2]) == k
+    sheet = figures.compose(rows, "title")
+    assert sheet.size == (5 * (figures.TILE + figures.PAD) + figures.PAD,
+                          3 * (figures.TILE + figures.LABEL_H + figures.PAD)
+                          + figures.LABEL_H + 2 * figures.PAD)

@@ -1,0 +1,49 @@
+"""The FlowCapsules adapter: its one-pass predict equals the public API; ablations map to config."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Axes, TrainSpec, get_method
+
+
+def _spec(profile="smoke", **axes):
+    return TrainSpec(dataset="geo", profile=profile, seed=5, data_root=Path("unused"),
+                     run_dir=Path("runs/x"), image_size=32, device="cpu", variant=Axes(**axes))
+
+
+def test_predict_matches_parse_and_flow():
+    from flowcaps import FlowCapsules, ModelConfig
+    torch.manual_seed(0)
+    model = FlowCapsules(ModelConfig(image_size=32, num_capsules=4)).eval()
+    rng = np.random.default_rng(0)
+    img0, img1 = rng.random((2, 2, 3, 32, 32), dtype=np.float32)
+    pred = get_method("flowcaps").predict(model, img0, img1)
+    with torch.no_grad():
+        caps = model.parse(torch.from_numpy(img0))
+        flow = model.flow(torch.from_numpy(img0), torch.from_numpy(img1))
+    assert np.allclose(pred.masks, caps.masks.numpy(), atol=1e-6)
+    assert np.allclose(pred.visible, caps.visible.numpy(), atol=1e-6)
+    assert np.allclose(pred.flow, flow.numpy(), atol=1e-5)
+    want = torch.cat([caps.shape, caps.pose, caps.depth[..., None]], -1).flatten(1).numpy()
+    assert pred.features.shape == (2, 4 * 32) and np.allclose(pred.features, want, atol=1e-6)
+
+
+def test_ablation_axes_map_to_model_config():
+    method = get_method("flowcaps")
+    cfg = method.config(_spec(num_capsules=4, shape_dim=3, decoder_depth=6, depth_ordering=False))
+    model = cfg["model"]
+    assert (model["num_capsules"], model["capsule_dim"], model["dec_depth"],
+            model["depth_ordering"], model["image_size"]) == (4, 8, 6, False, 32)
+    assert cfg["seed"] == 5 and cfg["out"] == "runs/x" and cfg["device"] == "cpu"
+    assert method.config(_spec())["model"]["num_capsules"] == 8  # the paper's default K
+
+
+def test_unknown_profile_and_bad_variant_are_clear_errors():
+    method = get_method("flowcaps")
+    with pytest.raises(BenchmarkError, match="no profile 'huge'"):
+        method.config(_spec(profile="huge"))
+    with pytest.raises(BenchmarkError, match="flowcaps config"):
+        method.config(_spec(num_capsules=0))

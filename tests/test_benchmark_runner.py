@@ -1,0 +1,89 @@
+"""The evaluation pipeline on real generated data, with an oracle that returns ground truth."""
+import numpy as np
+import pytest
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Axes, LoadedModel, Prediction
+from benchmark.runner import ensure_dataset, evaluate
+from geogen.schema import CLASSES, S
+
+SIZE = 32
+
+
+@pytest.fixture(scope="module")
+def tiny_geo(tmp_path_factory):
+    from geogen.make import MakeConfig, make_dataset
+    out = tmp_path_factory.mktemp("geo") / "geo"
+    cfg = MakeConfig(variant="geo", n=40, val=4, test=12, size=SIZE, seed=1, out=str(out),
+                     workers=1, shard_size=1000)
+    return make_dataset(cfg, progress=False)
+
+
+class Oracle:
+    """Answers each call with the next batch of a split's ground truth (in read order)."""
+
+    name, title = "oracle", "Oracle"
+
+    def __init__(self, root):
+        from geogen.dataset import read_split
+        self.test = read_split(root, "test", ("amodal", "visible", "flow", "label"))
+        self.train = read_split(root, "train", ("label",))
+        self.i = self.j = 0
+
+    def predict(self, model, img0, img1):
+        b, t = len(img0), self.test
+        sl = slice(self.i, self.i + b)
+        self.i += b
+        masks = np.zeros((b, S + 1, SIZE, SIZE), np.float32)  # one spare capsule, never used
+        masks[:, 1:] = t["amodal"][sl, 0]  # capsule s + 1 draws slot s
+        labels = t["visible"][sl, 0]  # (B, H, W)
+        visible = (labels[:, None] == np.arange(S + 1)[None, :, None, None]).astype(np.float32)
+        flow = np.moveaxis(t["flow"][sl, 0], -1, 1)  # (B, 2, H, W)
+        return Prediction(masks, visible, flow, np.eye(len(CLASSES))[t["label"][sl]])
+
+    def embed(self, model, img0):
+        sl = slice(self.j, self.j + len(img0))
+        self.j += len(img0)
+        return np.eye(len(CLASSES))[self.train["label"][sl]]
+
+
+def test_oracle_scores_perfectly(tiny_geo):
+    oracle = Oracle(tiny_geo)
+    loaded = LoadedModel(model=None, config={}, axes=Axes(), image_size=SIZE)
+    m = evaluate(oracle, loaded, tiny_geo, random_state=0, progress=False)
+    assert m["assignment"] == {"circle": 1, "square": 2, "triangle": 3}
+    for key in ("amodal_iou", "amodal_iou_per_image", "visible_iou", "visible_iou_per_image"):
+        assert m[key]["all"] == pytest.approx(1.0), key
+    assert m["epe"] == pytest.approx(0.0, abs=1e-6) and m["epe_fg"] == pytest.approx(0.0, abs=1e-6)
+    assert m["fg_ari"] == pytest.approx(1.0)
+    assert m["kmeans_4"] == 1.0 and m["kmeans_100"] is None  # 40 train pairs < 100 clusters
+    assert m["count"]["circle"] == 12  # the circle is in every image
+
+
+def test_mismatched_image_size_and_dataset_are_refused(tiny_geo):
+    loaded = LoadedModel(model=None, config={}, axes=Axes(), image_size=64)
+    with pytest.raises(BenchmarkError, match="expects 64 px"):
+        evaluate(Oracle(tiny_geo), loaded, tiny_geo, random_state=0, progress=False)
+    with pytest.raises(BenchmarkError, match="holds geo at 32 px"):
+        ensure_dataset("geo", "quick", tiny_geo)  # quick needs 64 px
+    assert ensure_dataset("geo", "smoke", tiny_geo) == tiny_geo  # reused, not remade
+
+
+def test_run_writes_a_record_and_a_rerun_skips_it(tiny_geo, tmp_path):
+    from benchmark.records import read_record
+    from benchmark.runner import RunRequest, run
+    from geogen.shards import manifest_hash
+    req = RunRequest(method="flowcaps", dataset="geo", profile="smoke", seeds=(0,), data=tiny_geo,
+                     results=tmp_path / "results", runs=tmp_path / "runs", device="cpu")
+    lines = []
+    [path] = run(req, progress=False, echo=lines.append)
+    rec = read_record(path)
+    assert path.name == "flowcaps_geo_smoke_seed0.json"
+    assert rec["data"]["manifest_hash"] == manifest_hash(tiny_geo)
+    assert rec["config"]["train"]["model"]["image_size"] == SIZE
+    # The paper's K = 8 and |s| = 27, read back from the trained checkpoint.
+    assert (rec["axes"]["num_capsules"], rec["axes"]["shape_dim"]) == (8, 27)
+    assert any(line.startswith("amodal IoU (fixed assignment): all ") for line in lines)
+    lines.clear()
+    assert run(req, progress=False, echo=lines.append) == [path]
+    assert "record exists, skipping seed 0" in lines[0] and len(lines) == 1
