@@ -7,16 +7,7 @@ from benchmark.registry import Axes, LoadedModel, Prediction
 from benchmark.runner import ensure_dataset, evaluate
 from geogen.schema import CLASSES, S
 
-SIZE = 32
-
-
-@pytest.fixture(scope="module")
-def tiny_geo(tmp_path_factory):
-    from geogen.make import MakeConfig, make_dataset
-    out = tmp_path_factory.mktemp("geo") / "geo"
-    cfg = MakeConfig(variant="geo", n=40, val=4, test=12, size=SIZE, seed=1, out=str(out),
-                     workers=1, shard_size=1000)
-    return make_dataset(cfg, progress=False)
+SIZE = 32  # tests/conftest.py's tiny_geo
 
 
 class Oracle:
@@ -56,8 +47,8 @@ def test_oracle_scores_perfectly(tiny_geo):
         assert m[key]["all"] == pytest.approx(1.0), key
     assert m["epe"] == pytest.approx(0.0, abs=1e-6) and m["epe_fg"] == pytest.approx(0.0, abs=1e-6)
     assert m["fg_ari"] == pytest.approx(1.0)
-    assert m["kmeans_4"] == 1.0 and m["kmeans_100"] is None  # 40 train pairs < 100 clusters
-    assert m["count"]["circle"] == 12  # the circle is in every image
+    assert m["kmeans_4"] == 1.0 and m["kmeans_100"] is None  # 48 train pairs < 100 clusters
+    assert m["count"]["circle"] == 16  # the circle is in every image
 
 
 def test_mismatched_image_size_and_dataset_are_refused(tiny_geo):

@@ -11,16 +11,7 @@ from benchmark.errors import BenchmarkError
 from benchmark.registry import TrainSpec, get_method, load_methods
 from benchmark.runner import evaluate, to_images
 
-SIZE = 32
-
-
-@pytest.fixture(scope="module")
-def tiny_geo(tmp_path_factory):
-    from geogen.make import MakeConfig, make_dataset
-    out = tmp_path_factory.mktemp("geo") / "geo"
-    cfg = MakeConfig(variant="geo", n=48, val=4, test=16, size=SIZE, seed=0, out=str(out),
-                     workers=1, shard_size=1000)
-    return make_dataset(cfg, progress=False)
+SIZE = 32  # tests/conftest.py's tiny_geo
 
 
 @pytest.mark.parametrize("name", sorted(load_methods()))
