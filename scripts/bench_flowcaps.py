@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ import click
 import numpy as np
 import torch
 
+from benchmark.records import git_state, machine_info
 from flowcaps.config import PROFILES, TrainConfig
 from flowcaps.losses import pair_loss
 from flowcaps.model import FlowCapsules
@@ -76,19 +75,6 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3) -> dict:
             "warmup_s": round(warm_s, 1)}
 
 
-def machine() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in
-                  subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                  if line.startswith("Model name")), platform.processor())
-    return {"cpu": model, "nproc": os.cpu_count(), "torch": torch.__version__,
-            "python": platform.python_version()}
-
-
-def git_commit() -> str:
-    res = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
-    return res.stdout.strip() or "unknown"
-
-
 @click.command()
 @click.option("--steps", default=10, show_default=True)
 @click.option("--no-compile", is_flag=True, help="skip the torch.compile row (about 30 s+)")
@@ -130,7 +116,7 @@ def main(steps: int, no_compile: bool, out: str) -> None:
     load = os.getloadavg()
     record = {"command": " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
               "load_average_at_end": [round(x, 2) for x in load],
-              "git_commit": git_commit(), "machine": machine(), "steps_timed": steps,
+              "git_commit": git_state()["commit"], "machine": machine_info("cpu"), "steps_timed": steps,
               "batch_size": base.batch_size, "quick_config": json.loads(base.to_json()),
               "rows": rows, "wall_s": round(time.time() - t_start, 1)}
     Path(out).parent.mkdir(parents=True, exist_ok=True)

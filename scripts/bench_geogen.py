@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmark.records import machine_info
 from geogen.make import MakeConfig, make_dataset
 
 PSD_HARNESS = r"""
@@ -64,15 +64,7 @@ print({"pairs": n, "seconds": dt, "files": files})
 
 
 def machine() -> dict:
-    model = ""
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return {"cpu": model, "nproc": os.cpu_count(), "python": platform.python_version(),
-            "loadavg_start": os.getloadavg()}
+    return {**machine_info("cpu"), "loadavg_start": os.getloadavg()}
 
 
 def du(path: Path) -> int:

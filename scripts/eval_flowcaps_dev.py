@@ -4,7 +4,7 @@ Letters: N images, K capsules, S shape slots, H, W image side.
 
 Masks Lambda_k are thresholded at 0.5; for every capsule k and slot s the IoU with the slot's
 `amodal` mask is averaged over the test images where s is present, giving a K x S matrix; scipy's
-`linear_sum_assignment` picks one capsule per slot (maximum total IoU), fixed for the whole split.
+`linear_sum_assignment` (through `benchmark.metrics`) picks one capsule per slot (maximum total IoU), fixed for the whole split.
 Reported: each slot's IoU, their mean ("mean_over_slots") and the mean over every present
 (image, slot) instance ("all"). Frame 0 of every clip is evaluated.
 
@@ -19,8 +19,8 @@ import time
 import click
 import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 
+from benchmark.metrics import THRESHOLD, hungarian, iou_matrix
 from flowcaps import checkpoint
 from flowcaps.errors import FlowcapsError
 from flowcaps.model import FlowCapsules
@@ -43,13 +43,10 @@ def iou_sums(model: FlowCapsules, frames: np.ndarray, amodal: np.ndarray, batch:
         starts = tqdm(starts, desc="eval", unit="batch")
     for i in starts:
         img = torch.from_numpy(frames[i:i + batch]).permute(0, 3, 1, 2).float() / 255  # (B, 3, H, W)
-        pred = (model.parse(img).masks > 0.5).numpy()  # (B, K, H, W)
+        pred = (model.parse(img).masks > THRESHOLD).numpy()  # (B, K, H, W)
         gt = amodal[i:i + batch]  # (B, S, H, W)
-        inter = np.einsum("bkhw,bshw->bks", pred, gt, dtype=np.int64)  # (B, K, S)
-        union = pred.sum((2, 3), dtype=np.int64)[:, :, None] + gt.sum((2, 3), dtype=np.int64)[:, None] - inter
         present = gt.any((2, 3))  # (B, S)
-        iou = np.where(union > 0, inter / np.maximum(union, 1), 0.0)  # (B, K, S)
-        sums += (iou * present[:, None]).sum(0)
+        sums += (iou_matrix(pred, gt) * present[:, None]).sum(0)  # (K, S)
         counts += present.sum(0)
     return sums, counts
 
@@ -57,11 +54,12 @@ def iou_sums(model: FlowCapsules, frames: np.ndarray, amodal: np.ndarray, batch:
 def fixed_assignment(sums: np.ndarray, counts: np.ndarray) -> dict:
     """One capsule per slot by Hungarian matching on the mean IoU matrix (K x S)."""
     mean = sums / np.maximum(counts, 1)  # (K, S)
-    rows, cols = linear_sum_assignment(-mean)
-    per = {SLOTS[s]: float(mean[k, s]) for k, s in zip(rows, cols)}
-    capsule = {SLOTS[s]: int(k) for k, s in zip(rows, cols)}
-    total = sum(sums[k, s] for k, s in zip(rows, cols)) / max(counts.sum(), 1)
-    return {"per_slot": per, "capsule_of_slot": capsule, "mean_over_slots": float(np.mean(list(per.values()))),
+    capsule_of = hungarian(mean)  # (S,) capsule index per slot
+    pairs = [(int(k), s) for s, k in enumerate(capsule_of) if k >= 0]
+    per = {SLOTS[s]: float(mean[k, s]) for k, s in pairs}
+    total = sum(sums[k, s] for k, s in pairs) / max(counts.sum(), 1)
+    return {"per_slot": per, "capsule_of_slot": {SLOTS[s]: k for k, s in pairs},
+            "mean_over_slots": float(np.mean(list(per.values()))),
             "all": float(total), "counts": {SLOTS[s]: int(c) for s, c in enumerate(counts)},
             "iou_matrix": mean.round(4).tolist()}
 
