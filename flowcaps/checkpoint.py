@@ -68,7 +68,7 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> FlowCapsules:
     blob = read(path)
     model = FlowCapsules(config_of(blob).model)
     try:
-        model.load_state_dict(blob["model"])
+        model.load_weights(blob["model"])
     except RuntimeError as err:
         first = str(err).splitlines()[0]
         raise FlowcapsError(f"checkpoint {path} does not match its config: {first}") from None

@@ -33,6 +33,14 @@ def _parse_set(items: tuple[str, ...]) -> dict:
     return changes
 
 
+def _read_config(path: str) -> TrainConfig:
+    try:
+        text = open(path).read()
+    except OSError as err:
+        raise FlowcapsError(f"cannot read config {path}: {err.strerror}") from None
+    return TrainConfig.from_json(text)
+
+
 @click.group()
 def main() -> None:
     """FlowCapsules: self-supervised part capsules from frame pairs."""
@@ -51,12 +59,14 @@ def main() -> None:
 @click.option("--seed", type=int, default=None)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="any TrainConfig field, or model.FIELD for the model (repeatable)")
+@click.option("--config", "config_file", type=click.Path(), default=None,
+              help="a TrainConfig JSON file to start from instead of --profile")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed, sets,
-          quiet) -> None:
+          config_file, quiet) -> None:
     """Train on the DATA geogen dataset; resumes when --out holds a checkpoint."""
     try:
-        cfg: TrainConfig = PROFILES[profile]()
+        cfg: TrainConfig = PROFILES[profile]() if config_file is None else _read_config(config_file)
         flags = {"out": out, "device": device, "epochs": epochs, "batch_size": batch_size,
                  "lr": lr, "max_minutes": max_minutes, "max_pairs": max_pairs, "seed": seed}
         changes = {k: v for k, v in flags.items() if v is not None}
@@ -79,3 +89,7 @@ def info(ckpt) -> None:
         raise click.ClickException(str(err)) from None
     click.echo(json.dumps({"config": json.loads(blob["config"]), "meta": checkpoint.meta_of(blob)},
                           indent=2))
+
+
+if __name__ == "__main__":  # `python -m flowcaps.cli`, as flowcaps.launch starts the ranks
+    main()

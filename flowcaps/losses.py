@@ -33,6 +33,7 @@ class LossTerms:
     render: torch.Tensor
     smooth: torch.Tensor
     center: torch.Tensor
+    appearance: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -69,18 +70,21 @@ def sample_indices(b: int, h: int, w: int, points: int, gen: torch.Generator | N
     return idx.to(device), weight.to(device)
 
 
-def direction_loss(model: FlowCapsules, caps: tuple, pose_next: torch.Tensor,
+def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                    pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
-                   cfg: TrainConfig, center_scale: float = 1.0,
-                   weight: torch.Tensor | None = None) -> LossTerms:
+                   cfg: TrainConfig, center_scale: float | torch.Tensor = 1.0,
+                   weight: torch.Tensor | None = None,
+                   seg: torch.Tensor | None = None) -> LossTerms:
     """Loss of predicting frame `src` by backward-warping frame `dst` with src's capsules.
 
-    caps: (shape, pose, depth) of src; pose_next: dst's poses; pyr_*: blurred copies (B, 3, H, W);
-    weight (B, P): importance weights of the points (None = uniform samples).
+    caps, caps_next: (shape, pose, depth) of src and of dst; pyr_*: blurred copies (B, 3, H, W);
+    weight (B, P): importance weights of the points (None = uniform samples); seg (B, K, h, w):
+    src's coarse cell ownership of the "segment" head, scored like the masks when w_segment > 0.
     """
     if weight is None:
         weight = torch.ones(idx.shape, device=idx.device)
     shape, pose, depth = caps
+    pose_next = caps_next[1]
     _, _, h, w = pyr_src[0].shape
     u = geometry.index_to_coords(idx, h, w)  # (B, P, 2)
     n_s = min(cfg.smooth_points, u.shape[1]) if cfg.w_smooth > 0 else 0
@@ -97,12 +101,25 @@ def direction_loss(model: FlowCapsules, caps: tuple, pose_next: torch.Tensor,
     p = u.shape[1]
     phi = phi_all[:, :p]  # (B, P, 2)
 
+    vis = pm.visible[:, :, :p]  # (B, K, P)
+    rweight = weight
+    if cfg.occlusion_aware:
+        rweight = weight * occlusion_keep(model, vis, caps_next, u + phi)  # (B, P)
     render = phi.new_zeros(())
     for src, dst in zip(pyr_src, pyr_dst):
         target = geometry.gather_pixels(src, idx)  # (B, 3, P)
         pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
-        render = render + (((pred - target.float()) ** 2).sum(1) * weight).mean()
+        render = render + (((pred - target.float()) ** 2).sum(1) * rweight).mean()
     render = render / len(pyr_src)
+    if cfg.w_appearance > 0:
+        appearance = appearance_loss(vis, geometry.gather_pixels(pyr_src[0], idx).float(), weight)
+    else:
+        appearance = phi.new_zeros(())
+    if seg is not None and cfg.w_segment > 0:
+        segment = segment_loss(seg, pm.v[:, :, :p], pose_next, u, pyr_src, pyr_dst, idx, weight,
+                               cfg.w_appearance)
+    else:
+        segment = phi.new_zeros(())
 
     if n_s:
         f0 = geometry.frame_to_pixels(phi[:, :n_s], h, w)  # (B, Ps, 2)
@@ -116,8 +133,66 @@ def direction_loss(model: FlowCapsules, caps: tuple, pose_next: torch.Tensor,
     # Weighting the masks makes every E_u in the centre loss importance-weighted as well.
     center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
-    total = render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-    return LossTerms(total=total, render=render, smooth=smooth, center=center)
+    total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
+             + cfg.w_appearance * appearance + cfg.w_segment * segment)
+    return LossTerms(total=total, render=render, smooth=smooth, center=center,
+                     appearance=appearance)
+
+
+def segment_loss(seg: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u: torch.Tensor,
+                 pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
+                 weight: torch.Tensor, w_appearance: float) -> torch.Tensor:
+    """The render (and appearance) loss of the coarse ownership in place of the visibility.
+
+    seg (B, K, h, w); v (B, K, P, 2) the points in each capsule's frame; pose_next (B, K, 4).
+    Every capsule owns a softmax share of every cell, so each one gets a gradient wherever the
+    image is badly explained, unlike a decoder mask far from an unexplained shape (whose
+    capsule gets no gradient there and never moves to it).
+    """
+    own = geometry.sample_at(seg, u).float()  # (B, K, P)
+    phi = (own[..., None] * geometry.capsule_flow(v, pose_next, u)).sum(1)  # (B, P, 2)
+    render = phi.new_zeros(())
+    for src, dst in zip(pyr_src, pyr_dst):
+        target = geometry.gather_pixels(src, idx).float()  # (B, 3, P)
+        pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
+        render = render + (((pred - target) ** 2).sum(1) * weight).mean()
+    render = render / len(pyr_src)
+    if w_appearance > 0:
+        render = render + w_appearance * appearance_loss(
+            own, geometry.gather_pixels(pyr_src[0], idx).float(), weight)
+    return render
+
+
+@torch.no_grad()
+def occlusion_keep(model: FlowCapsules, vis: torch.Tensor, caps_next: tuple,
+                   dest: torch.Tensor) -> torch.Tensor:
+    """The probability that a point's owner in src is still the visible layer at its destination.
+
+    vis (B, K, P): src visibility; dest (B, P, 2): u + Phi(u) in dst's frame -> (B, P).
+    A background pixel that a moving shape covers in dst has no correct match there: the plain
+    render loss rewards lending it the shape's flow (so masks grow along the motion). Weighting
+    each point by sum_k vis_k(u) vis'_k(u + Phi) plus the same for the background removes that
+    reward. Detached, so declaring a point occluded earns nothing.
+    """
+    shape, pose, depth = (x.detach() for x in caps_next)
+    vd = model.masks_at(shape, pose, depth, dest.detach()).visible  # (B, K, P)
+    vs = vis.detach()
+    return (vs * vd).sum(1) + (1 - vs.sum(1)) * (1 - vd.sum(1))  # (B, P)
+
+
+def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Each visible layer explains its pixels with one colour: a dense signal for the masks.
+
+    vis (B, K, P) capsule visibility (the background takes the rest), target (B, 3, P) the src
+    pixels, weight (B, P) importance weights. Each layer's colour is its visibility-weighted mean
+    (closed form); the loss is the squared error of the layered flat-colour image. The flow loss
+    only sees edges of flat shapes; this one also constrains their interiors.
+    """
+    layers = torch.cat([vis, (1 - vis.sum(1, keepdim=True)).clamp_min(0)], 1)  # (B, K+1, P)
+    wl = layers * weight[:, None]  # (B, K+1, P)
+    colour = torch.einsum("bkp,bcp->bkc", wl, target) / wl.sum(2)[..., None].clamp_min(1e-6)  # (B, K+1, 3)
+    recon = torch.einsum("bkp,bkc->bcp", layers, colour)  # (B, 3, P)
+    return (((recon - target) ** 2).sum(1) * weight).mean()
 
 
 def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form: str) -> torch.Tensor:
@@ -133,7 +208,7 @@ def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form:
 
 
 def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: TrainConfig,
-              gen: torch.Generator | None, center_scale: float = 1.0) -> LossTerms:
+              gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0) -> LossTerms:
     """The training loss of a batch of pairs img0, img1 (B, 3, H, W) in [0, 1].
 
     Both frames are parsed (the flow needs both poses); with `both_directions` the pair is also
@@ -142,19 +217,21 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     b, _, h, w = img0.shape
     ctx = torch.autocast(img0.device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
     with ctx:
-        caps = model.encode(torch.cat([img0, img1], 0))
+        *caps, seg = model.encode_with_segment(torch.cat([img0, img1], 0))
     c0 = tuple(x[:b] for x in caps)
     c1 = tuple(x[b:] for x in caps)
+    s0, s1 = (None, None) if seg is None else (seg[:b].float(), seg[b:].float())
     pyr0 = [geometry.gaussian_blur(img0, s) for s in cfg.blur_sigmas]
     pyr1 = [geometry.gaussian_blur(img1, s) for s in cfg.blur_sigmas]
     density = edge_density(img0, img1, cfg.edge_sigma) if cfg.edge_sampling > 0 else None
     idx, wt = sample_indices(b, h, w, cfg.points, gen, img0.device, density, cfg.edge_sampling)
     with ctx:
-        terms = [direction_loss(model, c0, c1[1], pyr0, pyr1, idx, cfg, center_scale, wt)]
+        terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt, s0)]
         if cfg.both_directions:
             idx1, wt1 = sample_indices(b, h, w, cfg.points, gen, img0.device, density,
                                        cfg.edge_sampling)
-            terms.append(direction_loss(model, c1, c0[1], pyr1, pyr0, idx1, cfg, center_scale, wt1))
+            terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1, s1))
     n = len(terms)
     return LossTerms(total=sum(t.total for t in terms) / n, render=sum(t.render for t in terms) / n,
-                     smooth=sum(t.smooth for t in terms) / n, center=sum(t.center for t in terms) / n)
+                     smooth=sum(t.smooth for t in terms) / n, center=sum(t.center for t in terms) / n,
+                     appearance=sum(t.appearance for t in terms) / n)

@@ -17,6 +17,11 @@ from flowcaps import geometry
 from flowcaps.config import ModelConfig
 
 
+# Cells' worth of weight on a capsule's prior position in the "segment" head: small, so a
+# capsule holding a shape's cells (tens of cells) sits at their centroid.
+SEGMENT_PRIOR_MASS = 0.5
+
+
 @dataclass
 class Capsules:
     """What `FlowCapsules.parse` returns. pose is (tx, ty, angle, scale) in the [-1, 1] frame."""
@@ -51,8 +56,9 @@ class Encoder(nn.Module):
         # "softargmax" translation head: K heat maps from the last-but-one block (before its
         # pooling), t_k their spatial expectation; detection by local features gives capsules an
         # identity by appearance and learns positions far faster than regressing them through FCs.
-        self.heat_block = max(len(cfg.enc_channels) - 2, 0)
-        if cfg.translation_head == "softargmax":
+        n = len(cfg.enc_channels)
+        self.heat_block = max(n + cfg.heat_block, 0) if cfg.heat_block < 0 else cfg.heat_block
+        if cfg.translation_head in ("softargmax", "segment"):
             self.heat = nn.Conv2d(cfg.enc_channels[self.heat_block], cfg.num_capsules, 1)
             side_h = cfg.image_size // 2 ** self.heat_block
             cells = geometry.pixel_centres(side_h, side_h)  # (h*w, 2) cell centres, image frame
@@ -63,6 +69,9 @@ class Encoder(nn.Module):
             ring = cfg.init_ring * torch.stack([ang.cos(), ang.sin()], -1)  # (K, 2)
             d2 = ((cells[None] - ring[:, None]) ** 2).sum(-1)  # (K, h*w)
             self.heat_prior = nn.Parameter(-d2 / (2 * 0.3 ** 2))
+            # The prior's gain; the trainer can fade it out (TrainConfig.prior_anneal), after
+            # which capsules are told apart by what they detect, not by where they started.
+            self.register_buffer("prior_gain", torch.ones(()))
         side = cfg.image_size // 2 ** len(cfg.enc_channels)
         self.fc = nn.Linear(c_in * side * side, cfg.enc_hidden)
         self.head = nn.Linear(cfg.enc_hidden, cfg.num_capsules * cfg.capsule_dim)
@@ -93,21 +102,43 @@ class Encoder(nn.Module):
             else:
                 bias[:, s0 + 4] = cfg.depth_init
 
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """images (B, 3, H, W) in [0, 1] -> raw capsules (B, K, C), soft-argmax t (B, K, 2) or None."""
+    def _segment_centres(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """logits (B, K, h*w) -> t (B, K, 2) centroids of a coarse segmentation, and it (B, K, h*w).
+
+        Every cell is shared among the K capsules and a background entry (logit 0) by a softmax
+        over capsules, so capsules compete for cells and settle on different objects, where
+        independent soft-argmaxes all drift to the centroid of the whole group of shapes
+        (measured here: Geo's hierarchical motion makes that an easy local optimum). A capsule
+        claiming nothing falls back to its learned prior position.
+        """
+        prior_logit = self.prior_gain * self.heat_prior  # (K, h*w): a bias towards the init ring
+        full = torch.cat([logits + prior_logit, torch.zeros_like(logits[:, :1])], 1)  # (B, K+1, h*w)
+        a = torch.softmax(full, 1)[:, :-1]  # (B, K, h*w)
+        anchor = torch.softmax(prior_logit, -1) @ self.cells  # (K, 2)
+        mass = a.sum(-1, keepdim=True)  # (B, K, 1)
+        return (a @ self.cells + SEGMENT_PRIOR_MASS * anchor) / (mass + SEGMENT_PRIOR_MASS), a
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None,
+                                                     torch.Tensor | None]:
+        """images (B, 3, H, W) in [0, 1] -> raw capsules (B, K, C), the translation head's
+        t (B, K, 2) or None, and the "segment" head's cell ownership (B, K, h, w) or None."""
         x = images
         if self.cfg.coord_channels:
             x = torch.cat([x, self.coords.expand(x.shape[0], -1, -1, -1).to(x.dtype)], 1)  # (B, 5, H, W)
-        t = None
+        t = seg = None
         for i, conv in enumerate(self.convs):
             x = F.relu(conv(x))  # (B, c, h, w)
             if i == self.heat_block and self.cfg.translation_head == "softargmax":
-                logits = self.heat(x).flatten(2).float() + self.heat_prior  # (B, K, h*w)
+                logits = self.heat(x).flatten(2).float() + self.prior_gain * self.heat_prior  # (B, K, h*w)
                 t = torch.softmax(logits, -1) @ self.cells  # (B, K, 2)
+            elif i == self.heat_block and self.cfg.translation_head == "segment":
+                side = x.shape[-1]
+                t, own = self._segment_centres(self.heat(x).flatten(2).float())  # (B, K, 2), (B, K, h*w)
+                seg = own.view(own.shape[0], -1, side, side)  # (B, K, h, w)
             x = F.avg_pool2d(x, 2)  # (B, c, h/2, w/2)
         h = torch.tanh(self.fc(x.flatten(1)))  # (B, enc_hidden)
         raw = self.head(h).view(-1, self.cfg.num_capsules, self.cfg.capsule_dim)  # (B, K, C)
-        return raw, t
+        return raw, t, seg
 
 
 class MaskDecoder(nn.Module):
@@ -162,11 +193,32 @@ class FlowCapsules(nn.Module):
         self.config = config
         self.encoder = Encoder(config)
         self.decoder = MaskDecoder(config)
+        if config.shape_code == "capsule":
+            # One learned shape per capsule: a capsule can only fit the shapes its code draws,
+            # so it is rewarded for sitting on one kind of shape in every image.
+            self.shape_embed = nn.Parameter(0.5 * torch.randn(config.num_capsules, config.shape_dim))
+        if config.depth_code == "capsule":
+            # raw depth before the positivity map, spread a little so the order starts defined
+            with torch.no_grad():
+                raw0 = self.encoder.head.bias.view(config.num_capsules, -1)[:, config.shape_dim + 4]
+            spread = torch.linspace(-0.5, 0.5, config.num_capsules)
+            self.depth_embed = nn.Parameter(raw0.clone() + spread)
+
+    def load_weights(self, state: dict[str, torch.Tensor]) -> None:
+        """`load_state_dict`, accepting checkpoints from before the prior's gain was stored."""
+        state = dict(state)
+        if hasattr(self.encoder, "prior_gain") and "encoder.prior_gain" not in state:
+            state["encoder.prior_gain"] = torch.ones(())
+        self.load_state_dict(state)
 
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """images (B, 3, H, W) -> shape (B, K, C-5), pose (B, K, 4), depth (B, K)."""
+        return self.encode_with_segment(images)[:3]
+
+    def encode_with_segment(self, images: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """`encode`, plus the "segment" head's coarse ownership (B, K, h, w) or None."""
         cfg = self.config
-        raw, t_heat = self.encoder(images)
+        raw, t_heat, seg = self.encoder(images)
         raw = raw.float()  # (B, K, C)
         s0 = cfg.shape_dim
         shape = raw[..., :s0]  # (B, K, C-5)
@@ -177,10 +229,15 @@ class FlowCapsules(nn.Module):
         angle = raw[..., s0 + 2:s0 + 3]  # (B, K, 1)
         scale = cfg.scale_min + F.softplus(raw[..., s0 + 3:s0 + 4])  # (B, K, 1) kept positive
         depth = raw[..., s0 + 4]  # (B, K)
+        if cfg.shape_code == "capsule":
+            shape = self.shape_embed.expand(raw.shape[0], -1, -1)  # (B, K, C-5)
+        if cfg.depth_code == "capsule":
+            # a fixed front-to-back order of the capsules, the same in every image
+            depth = self.depth_embed.expand(raw.shape[0], -1)  # (B, K)
         if cfg.background == "static":
             # d_k > 0 keeps "Lambda_k > 1/2 claims the pixel" true
             depth = cfg.depth_min + F.softplus(depth)
-        return shape, torch.cat([t, angle, scale], -1), depth
+        return shape, torch.cat([t, angle, scale], -1), depth, seg
 
     def masks_at(self, shape: torch.Tensor, pose: torch.Tensor, depth: torch.Tensor,
                  u: torch.Tensor) -> PointMasks:

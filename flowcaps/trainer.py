@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
-from flowcaps import checkpoint
+from flowcaps import checkpoint, launch
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.losses import LossTerms, pair_loss
@@ -32,9 +32,9 @@ CKPT_NAME = "checkpoint.pt"  # resumable state of the run
 MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
 LOG_NAME = "log.csv"
 LOG_FIELDS = ("step", "epoch", "pairs", "seconds", "lr", "loss", "render", "smooth", "center",
-              "pairs_per_s")
+              "appearance", "pairs_per_s")
 # Fields that may change between an interrupted run and its resumption (runtime only).
-RUNTIME_FIELDS = ("device", "threads")
+RUNTIME_FIELDS = ("device", "threads", "cpu_ranks")
 
 
 class _LossModule(nn.Module):
@@ -46,7 +46,7 @@ class _LossModule(nn.Module):
         self.cfg = cfg
 
     def forward(self, img0: torch.Tensor, img1: torch.Tensor, gen: torch.Generator,
-                center_scale: float) -> LossTerms:
+                center_scale: torch.Tensor) -> LossTerms:
         return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale)
 
 
@@ -56,6 +56,33 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise FlowcapsError("device 'cuda' requested but no CUDA device is available")
     return torch.device(name)
+
+
+def _split_shards(root: Path, split: str) -> tuple[dict, list]:
+    """A dataset's manifest and its split's (shard path, count) list, or a one-line error."""
+    from geogen import shards
+
+    if not (root / "manifest.json").is_file():
+        raise FlowcapsError(f"{root} is not a geogen dataset (no manifest.json)")
+    try:
+        manifest = shards.read_manifest(root)
+        return manifest, shards.shard_paths(root, manifest, split)
+    except Exception as err:  # a geogen error: one line for the user
+        raise FlowcapsError(f"cannot read {split} split of {root}: {err}") from None
+
+
+def _preflight(config: TrainConfig, root: Path, ranks: int) -> None:
+    """The checks `run` makes on the data, made once before starting the ranks."""
+    manifest, parts = _split_shards(root, "train")
+    if int(manifest.get("size", -1)) != config.model.image_size:
+        raise FlowcapsError(f"data is {manifest.get('size')} px but model.image_size is "
+                            f"{config.model.image_size}")
+    total = sum(c for _, c in parts)
+    total = total if config.max_pairs is None else min(total, config.max_pairs)
+    per_rank = config.batch_size // ranks
+    if total // ranks < per_rank:
+        raise FlowcapsError(f"{total // ranks} pairs on each of {ranks} rank(s) is fewer than "
+                            f"one batch of {per_rank}")
 
 
 def load_pairs(root: str | Path, split: str = "train", limit: int | None = None,
@@ -69,11 +96,8 @@ def load_pairs(root: str | Path, split: str = "train", limit: int | None = None,
     from geogen import shards  # geogen is only needed when reading a dataset
 
     root = Path(root)
-    if not (root / "manifest.json").is_file():
-        raise FlowcapsError(f"{root} is not a geogen dataset (no manifest.json)")
+    _, parts = _split_shards(root, split)
     try:
-        manifest = shards.read_manifest(root)
-        parts = shards.shard_paths(root, manifest, split)
         total = sum(c for _, c in parts) if limit is None else min(limit, sum(c for _, c in parts))
         share = total // world
         lo, hi = rank * share, (rank + 1) * share
@@ -141,6 +165,10 @@ def _agree(value: float, world: int, device: torch.device) -> float:
 def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Path:
     """Train from a geogen dataset root; returns the exported model path (`out/model.pt`)."""
     config.validate()
+    ranks = launch.ranks_for(config, resolve_device(config.device).type)
+    if ranks > 1:
+        _preflight(config, Path(data), ranks)
+        return launch.launch(config, data, ranks, progress)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     pairs = load_pairs(data, "train", config.max_pairs, rank, world)
     return run(config, pairs, progress=progress, meta={"data": str(data)}, rank_part=True)[1]
@@ -190,7 +218,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     if ckpt_path.exists():
         blob = checkpoint.read(ckpt_path)
         _check_resume(checkpoint.config_of(blob), cfg, ckpt_path)
-        model.load_state_dict(blob["model"])
+        model.load_weights(blob["model"])
         if "optimizer" in blob:
             opt.load_state_dict(blob["optimizer"])
         state.update(json.loads(blob.get("progress", "{}")))
@@ -240,7 +268,10 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
             for group in opt.param_groups:
                 group["lr"] = lr
             center_scale = min(1.0, frac / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
-            terms = step_fn(img0, img1, gen, center_scale)
+            if cfg.prior_anneal > 0 and hasattr(model.encoder, "prior_gain"):
+                model.encoder.prior_gain.fill_(max(0.0, 1.0 - frac / cfg.prior_anneal))
+            # A tensor, not a float: torch.compile would specialise (recompile) on every value.
+            terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device))
             loss = _agree(float(terms.total.detach()), world, device)  # every rank decides alike
             median = statistics.median(recent) if len(recent) >= 20 else math.inf
             if not math.isfinite(loss) or loss > cfg.explode_factor * median:
@@ -266,7 +297,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                                  f"{state['train_seconds']:.1f}", f"{lr:.3g}", f"{loss:.5g}",
                                  f"{float(terms.render.detach()):.5g}",
                                  f"{float(terms.smooth.detach()):.4g}",
-                                 f"{float(terms.center.detach()):.4g}", f"{rate:.1f}"])
+                                 f"{float(terms.center.detach()):.4g}",
+                                 f"{float(terms.appearance.detach()):.4g}", f"{rate:.1f}"])
                 log_file.flush()
                 bar.set_postfix(loss=f"{loss:.4f}", pairs_s=f"{rate:.0f}")
             bar.update(1)

@@ -45,3 +45,17 @@ def test_two_gloo_ranks_end_with_identical_weights(tmp_path):
     meta = trainer.checkpoint.meta_of(trainer.checkpoint.read(tmp_path / "model.pt"))
     assert meta["world_size"] == 2 and meta["stop_reason"] == "time budget"
     assert meta["step"] == 1 and meta["pairs"] == 16  # one step of 8 pairs on each rank
+
+
+def test_train_starts_its_own_ranks_and_splits_the_batch(tiny_geo, tmp_path):
+    """cpu_ranks=2: `flowcaps.train` runs torchrun itself, each rank on half the global batch."""
+    import flowcaps
+    from flowcaps import checkpoint, launch
+
+    cfg = tiny_config(tmp_path / "run", epochs=1, batch_size=8, cpu_ranks=2)
+    path = flowcaps.train(cfg, tiny_geo, progress=False)
+    meta = checkpoint.meta_of(checkpoint.read(path))
+    assert meta["world_size"] == 2
+    assert meta["step"] == 48 // 2 // 4  # 24 pairs per rank, 4 per rank per step
+    ranked = checkpoint.config_of(checkpoint.read(path))
+    assert ranked.batch_size == 4 and ranked == launch.per_rank_config(cfg, 2)

@@ -92,7 +92,7 @@ def test_known_translation_flow_and_warp_sign():
     idx = torch.arange(H * W)[None]
 
     def render(pose_next):
-        return float(direction_loss(model, (shape, pose0, depth), pose_next, [img0], [img1],
+        return float(direction_loss(model, (shape, pose0, depth), (shape, pose_next, depth), [img0], [img1],
                                     idx, cfg).render.detach())
 
     right = render(_pose_px(14.5 + dx, 16.5 + dy, 9.0))

@@ -125,5 +125,21 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "Traceback" not in res.output
     res = runner.invoke(cli_main, ["train", str(tmp_path), "--set", "nofield=1"])
     assert res.exit_code != 0 and "unknown config field" in res.output
+    res = runner.invoke(cli_main, ["train", str(tmp_path), "--config", str(tmp_path / "no.json")])
+    assert res.exit_code != 0 and "cannot read config" in res.output
+    (tmp_path / "bad.json").write_text("{nope")
+    res = runner.invoke(cli_main, ["train", str(tmp_path), "--config", str(tmp_path / "bad.json")])
+    assert res.exit_code != 0 and "not valid JSON" in res.output
     res = runner.invoke(cli_main, ["info", str(tmp_path / "missing.pt")])
     assert res.exit_code != 0 and "no checkpoint" in res.output
+
+
+def test_prior_fades_out_and_the_extra_terms_train(tmp_path):
+    """prior_anneal drives the stored prior gain to 0; the optional terms give finite losses."""
+    cfg = tiny_config(tmp_path / "run", prior_anneal=0.5, w_appearance=1.0,
+                      occlusion_aware=True, model={"translation_head": "segment"}, w_segment=1.0)
+    path = train_mod.fit(cfg, tiny_pairs(), progress=False)
+    model = flowcaps.load(path)
+    assert float(model.encoder.prior_gain) == 0.0
+    rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
+    assert all(np.isfinite(float(r["appearance"])) and float(r["appearance"]) > 0 for r in rows)

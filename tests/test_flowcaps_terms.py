@@ -1,0 +1,92 @@
+"""The optional loss terms (appearance, occlusion weighting) and the "segment" translation head."""
+import torch
+
+from flowcaps.config import ModelConfig
+from flowcaps.losses import appearance_loss, occlusion_keep
+from flowcaps.model import FlowCapsules
+
+H = W = 16
+
+
+def _two_regions() -> tuple[torch.Tensor, torch.Tensor]:
+    """A red left half and a grey right half as P = H*W points: target (1, 3, P), inside (P,)."""
+    xs = torch.arange(H * W) % W
+    inside = xs < W // 2  # (P,)
+    target = torch.empty(1, 3, H * W)
+    target[0, :, inside] = torch.tensor([0.9, 0.1, 0.1])[:, None]
+    target[0, :, ~inside] = 0.7
+    return target, inside
+
+
+def test_appearance_is_zero_on_the_true_layers_and_grows_with_misfit():
+    target, inside = _two_regions()
+    weight = torch.ones(1, H * W)
+    exact = inside.float()[None, None]  # (1, 1, P): one capsule owns the red half
+    assert float(appearance_loss(exact, target, weight)) < 1e-10
+    shifted = torch.roll(inside, 3).float()[None, None]  # the layer slid off by 3 px
+    half = 0.5 * exact  # a soft, hedging claim
+    assert float(appearance_loss(shifted, target, weight)) > 1e-3
+    assert float(appearance_loss(half, target, weight)) > 1e-3
+
+
+def _disc_model() -> FlowCapsules:
+    """K=1 whose mask is the fixed disc prior of radius `scale` (the learned part zeroed)."""
+    model = FlowCapsules(ModelConfig(image_size=H, num_capsules=1, capsule_dim=8,
+                                     enc_channels=(4,), mask_prior=40.0))
+    with torch.no_grad():
+        model.decoder.out.weight.zero_()
+    return model
+
+
+def test_occlusion_keep_drops_points_covered_at_their_destination():
+    """A disc at the origin in dst: a background point landing on it has no match; others do."""
+    model = _disc_model()
+    shape = torch.zeros(1, 1, 3)
+    caps_next = (shape, torch.tensor([[[0.0, 0.0, 0.0, 0.3]]]), torch.full((1, 1), 10.0))
+    dest = torch.tensor([[[0.0, 0.0], [0.9, 0.9], [0.0, 0.0]]])  # (1, P=3, 2)
+    # src visibility: points 0 and 1 are background, point 2 belongs to the capsule
+    vis = torch.tensor([[[0.0, 0.0, 1.0]]])  # (1, K=1, P=3)
+    keep = occlusion_keep(model, vis, caps_next, dest)[0]
+    assert float(keep[0]) < 0.01  # background covered by the capsule in dst
+    assert float(keep[1]) > 0.99  # background still background
+    assert float(keep[2]) > 0.99  # the capsule's own pixel lands on the capsule
+
+
+def test_segment_head_centres_follow_the_claimed_cells():
+    torch.manual_seed(0)
+    model = FlowCapsules(ModelConfig(image_size=32, num_capsules=4, translation_head="segment"))
+    enc = model.encoder
+    k, cells = 4, enc.cells.shape[0]
+    logits = torch.full((1, k, cells), -30.0)
+    corner = (enc.cells[:, 0] > 0.5) & (enc.cells[:, 1] > 0.5)  # bottom-right cells
+    logits[0, 2, corner] = 30.0  # capsule 2 claims them outright
+    t, own = enc._segment_centres(logits)  # (1, K, 2), (1, K, cells)
+    assert float(own[0, 2, corner].min().detach()) > 0.99
+    target = enc.cells[corner].mean(0)
+    anchor = torch.softmax(enc.heat_prior, -1) @ enc.cells  # (K, 2)
+    # the claimed cells' centroid, pulled only slightly towards the capsule's prior position
+    assert (t[0, 2] - target).norm() < 0.15 * (anchor[2] - target).norm()
+    # a capsule that claims nothing sits at its prior position, inside the frame
+    assert torch.allclose(t[0, 0], anchor[0], atol=1e-4)
+    caps = model.parse(torch.rand(2, 3, 32, 32))
+    assert caps.pose[..., :2].abs().max() <= 1.0
+
+
+def test_capsule_codes_are_shared_by_every_image():
+    torch.manual_seed(0)
+    model = FlowCapsules(ModelConfig(image_size=32, num_capsules=3, shape_code="capsule",
+                                     depth_code="capsule"))
+    shape, pose, depth = model.encode(torch.rand(2, 3, 32, 32))
+    assert torch.equal(shape[0], shape[1]) and torch.equal(depth[0], depth[1])
+    assert not torch.equal(pose[0], pose[1])  # poses still follow the image
+    assert len(set(depth[0].tolist())) == 3  # a defined front-to-back order from the start
+
+
+def test_prior_gain_is_stored_and_old_checkpoints_load():
+    model = FlowCapsules(ModelConfig(image_size=32, num_capsules=2))
+    state = model.state_dict()
+    assert "encoder.prior_gain" in state
+    model.encoder.prior_gain.fill_(0.0)
+    old = {k: v for k, v in state.items() if k != "encoder.prior_gain"}
+    model.load_weights(old)  # a checkpoint from before the gain existed: full prior
+    assert float(model.encoder.prior_gain) == 1.0
