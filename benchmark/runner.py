@@ -235,7 +235,11 @@ def _finished(path: Path, manifest: str) -> bool:
     except BenchmarkError:
         return False  # an old or broken record is simply redone
     ckpt = rec.get("checkpoint")
-    return rec.get("data", {}).get("manifest_hash") == manifest and bool(ckpt) and Path(ckpt).is_file()
+    # Only a trained run counts: a record made with --checkpoint (no train config) evaluated
+    # someone's model, and `flowbench run` must still train its own.
+    trained = (rec.get("config") or {}).get("train") is not None
+    return (trained and rec.get("data", {}).get("manifest_hash") == manifest and bool(ckpt)
+            and Path(ckpt).is_file())
 
 
 def _fmt(v: float | None) -> str:

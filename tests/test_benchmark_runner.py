@@ -78,3 +78,11 @@ def test_run_writes_a_record_and_a_rerun_skips_it(tiny_geo, tmp_path):
     lines.clear()
     assert run(req, progress=False, echo=lines.append) == [path]
     assert "record exists, skipping seed 0" in lines[0] and len(lines) == 1
+    # A record that only evaluated a given checkpoint (no train config) does not count as done.
+    from benchmark.runner import _finished
+    import json
+    assert _finished(path, rec["data"]["manifest_hash"])
+    evaluated = dict(rec, config={"train": None, "model": rec["config"]["model"]})
+    other = tmp_path / "evaluated.json"
+    other.write_text(json.dumps(evaluated))
+    assert not _finished(other, rec["data"]["manifest_hash"])
