@@ -17,7 +17,7 @@ setup: $(STAMP)
 
 demo: setup
 	@echo "make demo: makes Geo at 64 px (about 1-2 min), trains FlowCapsules' quick profile (23 min),"
-	@echo "evaluates on 10k test pairs (a few minutes), then prints the tables: about 30 minutes on 2 CPU cores."
+	@echo "evaluates on 10k test pairs (about 5 min), then prints the tables: about 30 minutes on 2 CPU cores."
 	$(VENV)/bin/flowbench run flowcaps
 	$(VENV)/bin/flowbench table
 

@@ -232,6 +232,8 @@ def quick_profile(out: str = "runs/flowcaps-quick") -> TrainConfig:
     # owned regions of the image (the ring prior, and position read from the coordinate
     # channels), not kinds of shape. Without coordinate channels and with the prior faded out
     # over the first half: .452 (per image .765). Per-capsule shape and depth codes on top: .339.
+    # This profile, 23 minutes on 2 ranks (`flowbench run flowcaps`, 10k test pairs): .517,
+    # per image .814 (results/flowcaps_geo_quick_seed0.json).
     model = ModelConfig(coord_channels=False)
     return TrainConfig(model=model, out=out, epochs=100, batch_size=32, lr=3e-3,
                        lr_schedule="cosine", warmup_steps=100, max_minutes=23.0, bf16=False,
