@@ -105,12 +105,7 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     rweight = weight
     if cfg.occlusion_aware:
         rweight = weight * occlusion_keep(model, vis, caps_next, u + phi)  # (B, P)
-    render = phi.new_zeros(())
-    for src, dst in zip(pyr_src, pyr_dst):
-        target = geometry.gather_pixels(src, idx)  # (B, 3, P)
-        pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
-        render = render + (((pred - target.float()) ** 2).sum(1) * rweight).mean()
-    render = render / len(pyr_src)
+    render = render_loss(pyr_src, pyr_dst, idx, u, phi, rweight)
     if cfg.w_appearance > 0:
         appearance = appearance_loss(vis, geometry.gather_pixels(pyr_src[0], idx).float(), weight)
     else:
@@ -139,6 +134,21 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                      appearance=appearance)
 
 
+def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
+                u: torch.Tensor, phi: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """|| dst(u + Phi(u)) - src(u) ||^2 at the points, weighted, averaged over the pyramid.
+
+    pyr_*: blurred copies (B, 3, H, W); idx (B, P) the points' pixel indices, u (B, P, 2) their
+    coordinates, phi (B, P, 2) the flow there, weight (B, P).
+    """
+    render = phi.new_zeros(())
+    for src, dst in zip(pyr_src, pyr_dst):
+        target = geometry.gather_pixels(src, idx).float()  # (B, 3, P)
+        pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
+        render = render + (((pred - target) ** 2).sum(1) * weight).mean()
+    return render / len(pyr_src)
+
+
 def segment_loss(seg: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u: torch.Tensor,
                  pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
                  weight: torch.Tensor, w_appearance: float) -> torch.Tensor:
@@ -151,12 +161,7 @@ def segment_loss(seg: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u:
     """
     own = geometry.sample_at(seg, u).float()  # (B, K, P)
     phi = (own[..., None] * geometry.capsule_flow(v, pose_next, u)).sum(1)  # (B, P, 2)
-    render = phi.new_zeros(())
-    for src, dst in zip(pyr_src, pyr_dst):
-        target = geometry.gather_pixels(src, idx).float()  # (B, 3, P)
-        pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
-        render = render + (((pred - target) ** 2).sum(1) * weight).mean()
-    render = render / len(pyr_src)
+    render = render_loss(pyr_src, pyr_dst, idx, u, phi, weight)
     if w_appearance > 0:
         render = render + w_appearance * appearance_loss(
             own, geometry.gather_pixels(pyr_src[0], idx).float(), weight)

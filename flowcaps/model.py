@@ -106,10 +106,10 @@ class Encoder(nn.Module):
         """logits (B, K, h*w) -> t (B, K, 2) centroids of a coarse segmentation, and it (B, K, h*w).
 
         Every cell is shared among the K capsules and a background entry (logit 0) by a softmax
-        over capsules, so capsules compete for cells and settle on different objects, where
-        independent soft-argmaxes all drift to the centroid of the whole group of shapes
-        (measured here: Geo's hierarchical motion makes that an easy local optimum). A capsule
-        claiming nothing falls back to its learned prior position.
+        over capsules, so capsules compete for cells: meant to keep them on different objects
+        where independent soft-argmaxes may follow the whole group of shapes. Measured in
+        10-minute Geo runs it did not beat the soft-argmax (see the quick profile's notes). A
+        capsule claiming nothing falls back to its learned prior position.
         """
         prior_logit = self.prior_gain * self.heat_prior  # (K, h*w): a bias towards the init ring
         full = torch.cat([logits + prior_logit, torch.zeros_like(logits[:, :1])], 1)  # (B, K+1, h*w)
@@ -195,7 +195,8 @@ class FlowCapsules(nn.Module):
         self.decoder = MaskDecoder(config)
         if config.shape_code == "capsule":
             # One learned shape per capsule: a capsule can only fit the shapes its code draws,
-            # so it is rewarded for sitting on one kind of shape in every image.
+            # meant to reward it for sitting on one kind of shape in every image (it did not
+            # pay in 10-minute Geo runs; see the quick profile's notes).
             self.shape_embed = nn.Parameter(0.5 * torch.randn(config.num_capsules, config.shape_dim))
         if config.depth_code == "capsule":
             # raw depth before the positivity map, spread a little so the order starts defined
