@@ -71,18 +71,25 @@ def _split_shards(root: Path, split: str) -> tuple[dict, list]:
         raise FlowcapsError(f"cannot read {split} split of {root}: {err}") from None
 
 
+def _check_size(size: int, cfg: TrainConfig) -> None:
+    if size != cfg.model.image_size:
+        raise FlowcapsError(f"data is {size} px but model.image_size is {cfg.model.image_size}")
+
+
+def _check_batch(local: int, world: int, batch: int) -> None:
+    if local < batch:
+        raise FlowcapsError(f"{local} pairs on each of {world} rank(s) is fewer than one batch "
+                            f"of {batch}")
+
+
 def _preflight(config: TrainConfig, root: Path, ranks: int) -> None:
     """The checks `run` makes on the data, made once before starting the ranks."""
     manifest, parts = _split_shards(root, "train")
-    if int(manifest.get("size", -1)) != config.model.image_size:
-        raise FlowcapsError(f"data is {manifest.get('size')} px but model.image_size is "
-                            f"{config.model.image_size}")
-    total = sum(c for _, c in parts)
-    total = total if config.max_pairs is None else min(total, config.max_pairs)
-    per_rank = config.batch_size // ranks
-    if total // ranks < per_rank:
-        raise FlowcapsError(f"{total // ranks} pairs on each of {ranks} rank(s) is fewer than "
-                            f"one batch of {per_rank}")
+    _check_size(int(manifest.get("size", -1)), config)
+    clips = sum(c for _, c in parts)
+    clips = clips if config.max_pairs is None else min(clips, config.max_pairs)  # as load_pairs
+    pairs_per_clip = max(int(manifest.get("frames", 2)) - 1, 1)
+    _check_batch(clips // ranks * pairs_per_clip, ranks, config.batch_size // ranks)
 
 
 def load_pairs(root: str | Path, split: str = "train", limit: int | None = None,
@@ -191,8 +198,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     cfg = config
     if pairs.ndim != 5 or pairs.shape[1] != 2 or pairs.dtype != np.uint8:
         raise FlowcapsError(f"pairs must be uint8 (N, 2, H, W, 3), got {pairs.dtype}{list(pairs.shape)}")
-    if pairs.shape[2] != cfg.model.image_size or pairs.shape[3] != cfg.model.image_size:
-        raise FlowcapsError(f"data is {pairs.shape[2]} px but model.image_size is {cfg.model.image_size}")
+    _check_size(pairs.shape[2], cfg)
+    _check_size(pairs.shape[3], cfg)
     device = resolve_device(cfg.device)
     rank, world = _dist_setup(device)
     if device.type == "cpu":
@@ -201,9 +208,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         # Flat-coloured images give tiny gradients; denormal floats are very slow on x86.
         torch.set_flush_denormal(True)
     local = len(pairs) if rank_part else len(pairs) // world
-    if local < cfg.batch_size:
-        raise FlowcapsError(f"{local} pairs on each of {world} rank(s) is fewer than one batch "
-                            f"of {cfg.batch_size}")
+    _check_batch(local, world, cfg.batch_size)
     part = pairs if rank_part else pairs[rank * local:(rank + 1) * local]
     data = torch.from_numpy(part)  # (N_rank, 2, H, W, 3)
     steps_per_epoch = local // cfg.batch_size
