@@ -35,6 +35,11 @@ class ModelConfig:
     # The conv block (before its pooling) whose features feed the heat maps; negative counts
     # from the end (clamped to the first). -2 is 16x16 cells at 64 px with a 15 px receptive field, -1 is 8x8 with 31.
     heat_block: int = -2
+    # With the "softargmax" head: also read each capsule's numbers from the heat block's
+    # features pooled under its own heat map (a shared MLP, added to the FC head's output), so
+    # a capsule's shape, angle, scale and depth come from the object it sits on, and the FC
+    # need not know which object each capsule picked.
+    pooled_params: bool = False
     dec_hidden: int = 32
     dec_depth: int = 3  # SELU layers of the implicit decoder before its output (ablation: 2 or 6)
     split_first_layer: bool = True  # W [s; v] as W_s s + W_v v (same weights; a speed lever only)
@@ -87,6 +92,8 @@ class ModelConfig:
             raise FlowcapsError(f"background must be one of {BACKGROUNDS}, got {self.background!r}")
         if self.background == "static" and self.depth_init <= self.depth_min:
             raise FlowcapsError(f"depth_init ({self.depth_init}) must exceed depth_min ({self.depth_min})")
+        if self.pooled_params and self.translation_head != "softargmax":
+            raise FlowcapsError("pooled_params needs translation_head softargmax")
         if self.dec_depth < 1:
             raise FlowcapsError(f"dec_depth must be >= 1, got {self.dec_depth}")
         if self.heat_block >= len(self.enc_channels):
@@ -147,6 +154,13 @@ class TrainConfig:
     # keep it. The prior breaks the capsules' symmetry at the start, but a capsule that keeps
     # it owns a region of the image rather than a kind of shape.
     prior_anneal: float = 0.0
+    # Encoder inputs only: each frame's colour channels in an independent random order (the
+    # losses keep the true frames). Capsule k of I must be capsule k of I', so a capsule cannot
+    # be "the red shape". Geo shuffles colours among shapes, and the quick run's capsules were
+    # keyed by colour (each matched one dominant channel, IoU ~.6-.7 there, ~.2 elsewhere),
+    # which holds the fixed-assignment IoU down. In 10-minute runs the shuffle removed the
+    # colour keys but no capsule took up a shape class instead (.397 against .452).
+    colour_shuffle: bool = False
     grad_clip: float = 1.0  # 0 = off
     bf16: bool = False  # CPU/GPU bf16 autocast of the network
     compile: bool = False  # torch.compile the loss step

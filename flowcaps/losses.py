@@ -61,10 +61,13 @@ def sample_indices(b: int, h: int, w: int, points: int, gen: torch.Generator | N
     if points <= 0 or points >= n:
         idx = torch.arange(n, device=device).expand(b, -1)  # (B, H*W)
         return idx, torch.ones(b, n, device=device)
+    # Draw where the generator lives: a CPU generator keeps CPU runs reproducible as before,
+    # a CUDA one spares a GPU run the copy of the density to the host every step.
+    where = gen.device if gen is not None else torch.device("cpu")
     if mix <= 0 or density is None:
-        idx = torch.randint(0, n, (b, points), generator=gen).to(device)  # (B, P)
+        idx = torch.randint(0, n, (b, points), generator=gen, device=where).to(device)  # (B, P)
         return idx, torch.ones(b, points, device=device)
-    q = (1 - mix) / n + mix * density.float().cpu()  # (B, H*W), rows sum to 1
+    q = (1 - mix) / n + mix * density.float().to(where)  # (B, H*W), rows sum to 1
     idx = torch.multinomial(q, points, replacement=True, generator=gen)  # (B, P)
     weight = 1.0 / (n * q.gather(1, idx))  # (B, P)
     return idx.to(device), weight.to(device)
@@ -212,6 +215,14 @@ def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form:
     return (centroid ** 2).sum(-1).mean()
 
 
+def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
+    """images (N, 3, H, W) with each image's channels in its own random order (TrainConfig.colour_shuffle)."""
+    n, c, h, w = images.shape
+    where = gen.device if gen is not None else torch.device("cpu")
+    order = torch.rand(n, c, generator=gen, device=where).argsort(1).to(images.device)  # (N, 3)
+    return images.gather(1, order[:, :, None, None].expand(-1, -1, h, w))  # (N, 3, H, W)
+
+
 def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: TrainConfig,
               gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0) -> LossTerms:
     """The training loss of a batch of pairs img0, img1 (B, 3, H, W) in [0, 1].
@@ -221,8 +232,11 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     """
     b, _, h, w = img0.shape
     ctx = torch.autocast(img0.device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
+    both = torch.cat([img0, img1], 0)  # (2B, 3, H, W)
+    if cfg.colour_shuffle:
+        both = shuffle_channels(both, gen)
     with ctx:
-        *caps, seg = model.encode_with_segment(torch.cat([img0, img1], 0))
+        *caps, seg = model.encode_with_segment(both)
     c0 = tuple(x[:b] for x in caps)
     c1 = tuple(x[b:] for x in caps)
     s0, s1 = (None, None) if seg is None else (seg[:b].float(), seg[b:].float())

@@ -72,6 +72,13 @@ class Encoder(nn.Module):
             # The prior's gain; the trainer can fade it out (TrainConfig.prior_anneal), after
             # which capsules are told apart by what they detect, not by where they started.
             self.register_buffer("prior_gain", torch.ones(()))
+            if cfg.pooled_params:
+                c_heat = cfg.enc_channels[self.heat_block]
+                self.pooled = nn.Sequential(nn.Linear(c_heat, cfg.enc_hidden), nn.ReLU(),
+                                            nn.Linear(cfg.enc_hidden, cfg.capsule_dim))
+                with torch.no_grad():  # start as a small correction of the FC head's output
+                    self.pooled[-1].weight.mul_(0.1)
+                    self.pooled[-1].bias.zero_()
         side = cfg.image_size // 2 ** len(cfg.enc_channels)
         self.fc = nn.Linear(c_in * side * side, cfg.enc_hidden)
         self.head = nn.Linear(cfg.enc_hidden, cfg.num_capsules * cfg.capsule_dim)
@@ -125,12 +132,16 @@ class Encoder(nn.Module):
         x = images
         if self.cfg.coord_channels:
             x = torch.cat([x, self.coords.expand(x.shape[0], -1, -1, -1).to(x.dtype)], 1)  # (B, 5, H, W)
-        t = seg = None
+        t = seg = local = None
         for i, conv in enumerate(self.convs):
             x = F.relu(conv(x))  # (B, c, h, w)
             if i == self.heat_block and self.cfg.translation_head == "softargmax":
                 logits = self.heat(x).flatten(2).float() + self.prior_gain * self.heat_prior  # (B, K, h*w)
-                t = torch.softmax(logits, -1) @ self.cells  # (B, K, 2)
+                attn = torch.softmax(logits, -1)  # (B, K, h*w)
+                t = attn @ self.cells  # (B, K, 2)
+                if self.cfg.pooled_params:
+                    feats = attn.to(x.dtype) @ x.flatten(2).transpose(1, 2)  # (B, K, c)
+                    local = self.pooled(feats)  # (B, K, C)
             elif i == self.heat_block and self.cfg.translation_head == "segment":
                 side = x.shape[-1]
                 t, own = self._segment_centres(self.heat(x).flatten(2).float())  # (B, K, 2), (B, K, h*w)
@@ -138,6 +149,8 @@ class Encoder(nn.Module):
             x = F.avg_pool2d(x, 2)  # (B, c, h/2, w/2)
         h = torch.tanh(self.fc(x.flatten(1)))  # (B, enc_hidden)
         raw = self.head(h).view(-1, self.cfg.num_capsules, self.cfg.capsule_dim)  # (B, K, C)
+        if self.cfg.pooled_params:
+            raw = raw + local
         return raw, t, seg
 
 

@@ -211,6 +211,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     _check_batch(local, world, cfg.batch_size)
     part = pairs if rank_part else pairs[rank * local:(rank + 1) * local]
     data = torch.from_numpy(part)  # (N_rank, 2, H, W, 3)
+    if device.type == "cuda" and data.nbytes < torch.cuda.mem_get_info(device)[0] // 4:
+        data = data.to(device)  # uint8 on the GPU: no host copy per step
     steps_per_epoch = local // cfg.batch_size
     total_steps = steps_per_epoch * cfg.epochs
     out = Path(cfg.out)
@@ -265,7 +267,9 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                 perm_epoch = epoch
             pos = step % steps_per_epoch
             sel = perm[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
-            gen = torch.Generator().manual_seed(cfg.seed * 1000003 + rank * 10007 + step)
+            # On a GPU the points are drawn there (losses.sample_indices).
+            gen = torch.Generator(device=device).manual_seed(
+                cfg.seed * 1000003 + rank * 10007 + step)
             t0 = time.monotonic()
             img0, img1 = to_images(data[sel], device)
             frac = max(step / total_steps, state["train_seconds"] / budget)

@@ -1,8 +1,9 @@
-"""The optional loss terms (appearance, occlusion weighting) and the "segment" translation head."""
+"""The optional loss terms (appearance, occlusion weighting, colour shuffle) and the "segment" head."""
 import torch
 
 from flowcaps.config import ModelConfig
-from flowcaps.losses import appearance_loss, occlusion_keep
+from flowcaps.config import TrainConfig
+from flowcaps.losses import appearance_loss, occlusion_keep, pair_loss, shuffle_channels
 from flowcaps.model import FlowCapsules
 
 H = W = 16
@@ -90,3 +91,34 @@ def test_prior_gain_is_stored_and_old_checkpoints_load():
     old = {k: v for k, v in state.items() if k != "encoder.prior_gain"}
     model.load_weights(old)  # a checkpoint from before the gain existed: full prior
     assert float(model.encoder.prior_gain) == 1.0
+
+
+def test_colour_shuffle_permutes_each_image_on_its_own_and_repeats_with_the_seed():
+    images = torch.rand(64, 3, 4, 4, generator=torch.Generator().manual_seed(1))
+    out = shuffle_channels(images, torch.Generator().manual_seed(7))
+    orders = []
+    for x, y in zip(images, out):
+        # every output channel is one input channel, each used once
+        src = [int(((x - y[c]) ** 2).sum((1, 2)).argmin()) for c in range(3)]
+        assert sorted(src) == [0, 1, 2] and all(torch.equal(y[c], x[s]) for c, s in enumerate(src))
+        orders.append(tuple(src))
+    assert len(set(orders)) == 6  # all six orders occur among 64 images: independent draws
+    again = shuffle_channels(images, torch.Generator().manual_seed(7))
+    assert torch.equal(out, again)
+
+
+def test_colour_shuffle_changes_only_what_the_encoder_sees():
+    torch.manual_seed(0)
+    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
+    img0, img1 = torch.rand(2, 4, 3, H, W, generator=torch.Generator().manual_seed(3))
+    cfg = TrainConfig(model=model.config, points=0, w_appearance=1.0)
+    plain = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
+    grey0, grey1 = img0.mean(1, keepdim=True).expand(-1, 3, -1, -1), img1.mean(1, keepdim=True).expand(-1, 3, -1, -1)
+    shuffled = cfg.replace(colour_shuffle=True)
+    # grey frames look the same in any channel order: the loss cannot change
+    a = pair_loss(model, grey0, grey1, cfg, torch.Generator().manual_seed(0))
+    b = pair_loss(model, grey0, grey1, shuffled, torch.Generator().manual_seed(0))
+    assert torch.allclose(a.total, b.total)
+    # colour frames: the encoder's view changes, so the loss does
+    c = pair_loss(model, img0, img1, shuffled, torch.Generator().manual_seed(0))
+    assert not torch.allclose(plain.total, c.total)
