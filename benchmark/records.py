@@ -36,6 +36,9 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+SOURCE_COMMIT_ENV = "FLOWBENCH_SOURCE_COMMIT"
+
+
 def git_state(root: Path | None = None) -> dict[str, Any]:
     """The commit and whether the tree had changes; None values outside a git checkout."""
     root = root or Path(__file__).resolve().parent.parent
@@ -50,6 +53,10 @@ def git_state(root: Path | None = None) -> dict[str, Any]:
 
     commit = run("rev-parse", "HEAD")
     status = run("status", "--porcelain", "--untracked-files=no")
+    if commit is None and os.environ.get(SOURCE_COMMIT_ENV):
+        # a copy of a checkout without its .git (e.g. sent to another machine): the sender
+        # names the commit it copied; whether the copy matched it is not known here
+        return {"commit": os.environ[SOURCE_COMMIT_ENV], "dirty": None, "from": SOURCE_COMMIT_ENV}
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 

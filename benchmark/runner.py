@@ -21,7 +21,7 @@ from benchmark import records
 from benchmark.clustering import classification_metrics
 from benchmark.errors import BenchmarkError
 from benchmark.metrics import AriScore, FlowScore, SegmentationScore
-from benchmark.registry import Axes, LoadedModel, Method, TrainSpec, get_method
+from benchmark.registry import PROFILES, Axes, LoadedModel, Method, TrainSpec, get_method
 from geogen.schema import VARIANTS
 
 DATA_SEED = 0
@@ -45,6 +45,8 @@ DATA_PROFILES: dict[str, DataProfile] = {
     # CPU: the paper's 10k test pairs; 40k train pairs, about one pass in the 23-minute budget
     # (the flowcaps quick run in checkpoints/ was trained on exactly this set).
     "quick": DataProfile(n=40000, val=400, test=10000, size=64),
+    # One GPU, a few minutes of training: the paper's 100k training pairs.
+    "gpu": DataProfile(n=100000, val=1000, test=10000, size=64),
     # The paper's scale: 100k training pairs.
     "paper": DataProfile(n=100000, val=10000, test=10000, size=64),
 }
@@ -64,7 +66,7 @@ def check_choice(dataset: str, profile: str) -> None:
     if dataset not in VARIANTS:
         raise BenchmarkError(f"unknown dataset {dataset!r}; choose from {', '.join(VARIANTS)}")
     if profile not in DATA_PROFILES:
-        raise BenchmarkError(f"unknown profile {profile!r}; choose from quick, paper")
+        raise BenchmarkError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
 
 
 def ensure_dataset(dataset: str, profile: str, root: Path, progress: bool = True) -> Path:

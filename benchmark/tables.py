@@ -5,7 +5,7 @@ Which records fill which cell:
 - A Table 3 row "axis = value" uses runs whose resolved `axes` has that value and
   whose overrides touch no other axis; so the default run also fills its own rows
   (K=8, |s|=27, depth ordering on).
-- A cell shows the highest-fidelity profile that has runs (paper, then quick, then
+- A cell shows the highest-fidelity profile that has runs (paper, then gpu, quick,
   smoke), as mean +- sample std over seeds, with the profile and seed count.
 - Table 1 and Table 3 report amodal IoU with the fixed capsule-to-slot assignment
   (benchmark.metrics); Table 2 the k-means test accuracies (benchmark.clustering).
@@ -20,7 +20,7 @@ import numpy as np
 
 from benchmark.paper import paper_value
 
-PROFILE_ORDER = ("paper", "quick", "smoke")
+PROFILE_ORDER = ("paper", "gpu", "quick", "smoke")
 DATASET_TITLES = {"geo": "Geo", "geo+": "Geo+"}
 METHOD_TITLES = {"rnem": "R-NEM", "psd": "PSD", "flowcaps": "FlowCapsules", "scae": "SCAE"}
 NOT_PUBLIC = "not available: the dataset is not public"

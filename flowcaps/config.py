@@ -254,6 +254,14 @@ def quick_profile(out: str = "runs/flowcaps-quick") -> TrainConfig:
                        w_appearance=3.0, prior_anneal=0.5, compile=True, cpu_ranks=0)
 
 
+def gpu_profile(out: str = "runs/flowcaps-gpu") -> TrainConfig:
+    """The quick profile's model and losses on one GPU: a larger batch over the paper's 100k
+    pairs, inside a time budget that fits a short GPU lease (data and evaluation included)."""
+    quick = quick_profile(out)
+    return quick.replace(batch_size=128, warmup_steps=200, max_minutes=4.0, device="auto",
+                         cpu_ranks=1)
+
+
 def paper_profile(out: str = "runs/flowcaps-paper") -> TrainConfig:
     """The paper's settings (K=8, C=32, Adam 1e-4, 150 epochs over 100k pairs): a GPU run.
 
@@ -270,4 +278,5 @@ def paper_profile(out: str = "runs/flowcaps-paper") -> TrainConfig:
                        center_warmup=0.0, device="auto")
 
 
-PROFILES: dict[str, Callable[..., TrainConfig]] = {"quick": quick_profile, "paper": paper_profile}
+PROFILES: dict[str, Callable[..., TrainConfig]] = {"quick": quick_profile, "gpu": gpu_profile,
+                                                   "paper": paper_profile}

@@ -69,3 +69,13 @@ def test_derive_seed_is_stable_and_separates_methods_and_datasets():
               derive_seed(0, "flowcaps", "geo+")}
     assert a not in others and len(others) == 3
     assert all(0 <= s < 2 ** 31 for s in others | {a})
+
+
+def test_git_state_outside_a_checkout_takes_the_senders_commit(tmp_path, monkeypatch):
+    monkeypatch.delenv(records.SOURCE_COMMIT_ENV, raising=False)
+    assert records.git_state(tmp_path) == {"commit": None, "dirty": None}
+    monkeypatch.setenv(records.SOURCE_COMMIT_ENV, "abc123")
+    state = records.git_state(tmp_path)
+    assert state["commit"] == "abc123" and state["dirty"] is None
+    # inside a checkout the checkout's own commit wins
+    assert records.git_state()["commit"] != "abc123"

@@ -1,0 +1,64 @@
+#!/bin/bash
+# FlowCapsules' gpu profile with several config overrides side by side on one GPU, each
+# evaluated by flowbench on the Geo test split; everything that matters comes back as one tar.
+#
+#   scripts/gpu_sweep.sh MINUTES 'name:--set key=value --set key=value' 'name2:' ...
+#
+# Uses the machine's own python3 (torch, h5py, click, tqdm, scipy, scikit-learn, scikit-image)
+# with this checkout on PYTHONPATH. Steps: make data/geo-gpu (the paper's 100k training pairs)
+# unless there; a 20-step check of training and evaluation on the GPU (which also warms
+# torch.compile's cache); then the runs, then their evaluations, all in parallel.
+set -u
+OUT=${OUT:-gpu-out}
+minutes=$1; shift
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')" || exit 1
+# Records name the commit; a copy without .git takes it from FLOWBENCH_SOURCE_COMMIT if set.
+git rev-parse HEAD 2>/dev/null || echo "no git here; records say commit ${FLOWBENCH_SOURCE_COMMIT:-unknown}"
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+python3 -c "
+from benchmark.runner import default_data_root, ensure_dataset
+ensure_dataset('geo', 'gpu', default_data_root('geo', 'gpu'), progress=False)
+" || exit 1
+stamp "data ready"
+train() {  # name, extra args...
+    local name=$1; shift
+    OMP_NUM_THREADS=4 python3 -m flowcaps.cli train data/geo-gpu --profile gpu --device "${DEVICE:-cuda}" \
+        --out "runs/sweep/$name" --quiet "$@"
+}
+evaluate() {  # name, extra args...
+    local name=$1; shift
+    OMP_NUM_THREADS=4 python3 -m benchmark.cli run flowcaps --profile gpu \
+        --checkpoint "runs/sweep/$name/model.pt" --results "runs/sweep/$name/results" \
+        --runs "runs/sweep/$name/flowbench" "$@"
+}
+if ! { train check --epochs 1 --max-pairs 2560 > "$OUT/check.log" 2>&1 &&
+       evaluate check --test-limit 200 >> "$OUT/check.log" 2>&1; }; then
+    tail -n 20 "$OUT/check.log"; stamp "the GPU check failed"; exit 1
+fi
+stamp "GPU check passed"
+names=()
+for spec in "$@"; do
+    name=${spec%%:*}; names+=("$name")
+    # shellcheck disable=SC2086  # the overrides are meant to split into words
+    train "$name" --max-minutes "$minutes" ${spec#*:} > "$OUT/$name.log" 2>&1 &
+done
+wait
+stamp "training done"
+for name in "${names[@]}"; do evaluate "$name" >> "$OUT/$name.log" 2>&1 & done
+wait
+stamp "evaluation done"
+for name in "${names[@]}"; do
+    echo "== $name"; tr '\r' '\n' < "$OUT/$name.log" | grep -v "it/s\|batch/s\|^\s*$" | tail -n 4
+    python3 -c "
+import json, sys, glob
+for f in glob.glob('runs/sweep/$name/results/*.json'):
+    m = json.load(open(f))['metrics']
+    print('amodal IoU', {k: round(v, 3) for k, v in m['amodal_iou'].items()},
+          'per image', round(m['amodal_iou_per_image']['all'], 3))
+" 2>/dev/null
+done
+tar cf "$OUT/sweep.tar" runs/sweep/*/model.pt runs/sweep/*/log.csv runs/sweep/*/results 2>/dev/null
+ls -la "$OUT"
