@@ -246,17 +246,24 @@ def quick_profile(out: str = "runs/flowcaps-quick") -> TrainConfig:
     # owned regions of the image (the ring prior, and position read from the coordinate
     # channels), not kinds of shape. Without coordinate channels and with the prior faded out
     # over the first half: .452 (per image .765). Per-capsule shape and depth codes on top: .339.
-    # This profile, 23 minutes on 2 ranks (`flowbench run flowcaps`, 10k test pairs): .517,
-    # per image .814 (results/flowcaps_geo_quick_seed0.json).
-    model = ModelConfig(coord_channels=False)
+    # That profile, 23 minutes on 2 ranks (`flowbench run flowcaps`, 10k test pairs): .517,
+    # per image .814. Its capsules were keyed by colour (see colour_shuffle), so two switches
+    # followed: colour_shuffle and pooled_params. In 10-minute CPU runs they did not pay (.434),
+    # but on a GPU (4 minutes, 1.6-2.2M pairs; results/gpu-sweep-2026-11-26) they lifted the
+    # fixed-assignment IoU from .434 (this model without them) to .685 and .890 (two seeds);
+    # either switch alone gave .470 and .589.
+    model = ModelConfig(coord_channels=False, pooled_params=True)
     return TrainConfig(model=model, out=out, epochs=100, batch_size=32, lr=3e-3,
                        lr_schedule="cosine", warmup_steps=100, max_minutes=23.0, bf16=False,
-                       w_appearance=3.0, prior_anneal=0.5, compile=True, cpu_ranks=0)
+                       w_appearance=3.0, prior_anneal=0.5, compile=True, cpu_ranks=0,
+                       colour_shuffle=True)
 
 
 def gpu_profile(out: str = "runs/flowcaps-gpu") -> TrainConfig:
     """The quick profile's model and losses on one GPU: a larger batch over the paper's 100k
-    pairs, inside a time budget that fits a short GPU lease (data and evaluation included)."""
+    pairs, inside a time budget that fits a short GPU lease (data and evaluation included).
+
+    Measured on an H200 with 2-3 runs sharing it: 6.7-12k training pairs/s per run."""
     quick = quick_profile(out)
     return quick.replace(batch_size=128, warmup_steps=200, max_minutes=4.0, device="auto",
                          cpu_ranks=1)
