@@ -55,3 +55,19 @@ def test_method_refuses_missing_and_corrupt_checkpoints(name, tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(BenchmarkError):
         method.load(bad)
+
+
+def test_every_listed_profile_has_data_a_duration_and_a_flowcaps_config():
+    import flowcaps
+    from benchmark.cli import DURATION
+    from benchmark.registry import PROFILES
+    from benchmark.runner import DATA_PROFILES
+    from benchmark.tables import PROFILE_ORDER
+    for profile in PROFILES:
+        assert profile in DATA_PROFILES and profile in DURATION and profile in PROFILE_ORDER
+        cfg = flowcaps.PROFILES[profile](out="x")
+        cfg.validate()
+        assert cfg.model.image_size == DATA_PROFILES[profile].size
+    # the gpu profile is the quick model with a GPU-sized batch
+    quick, gpu = flowcaps.PROFILES["quick"](out="x"), flowcaps.PROFILES["gpu"](out="x")
+    assert gpu.model == quick.model and gpu.batch_size > quick.batch_size
