@@ -252,7 +252,7 @@ def quick_profile(out: str = "runs/flowcaps-quick") -> TrainConfig:
     # but on a GPU (4 minutes, 1.6-2.2M pairs; results/gpu-sweep-2026-11-26) they lifted the
     # fixed-assignment IoU from .434 (this model without them) to .685 and .890 (two seeds);
     # either switch alone gave .470 and .589. This profile, 23 minutes on 2 ranks of a 2-core
-    # AMD EPYC (`flowbench run flowcaps`): .825 fixed, .827 per image (452k pairs).
+    # AMD EPYC (`flowbench run flowcaps`): .825 fixed, .827 per image (452k pairs); seed 1 .847.
     model = ModelConfig(coord_channels=False, pooled_params=True)
     return TrainConfig(model=model, out=out, epochs=100, batch_size=32, lr=3e-3,
                        lr_schedule="cosine", warmup_steps=100, max_minutes=23.0, bf16=False,
