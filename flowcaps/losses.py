@@ -48,6 +48,11 @@ def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.
     return e / e.sum(1, keepdim=True).clamp_min(1e-12)
 
 
+def _gen_device(gen: torch.Generator | None) -> torch.device:
+    """Where random draws from `gen` are made (the default generator: the CPU)."""
+    return gen.device if gen is not None else torch.device("cpu")
+
+
 def sample_indices(b: int, h: int, w: int, points: int, gen: torch.Generator | None,
                    device: torch.device, density: torch.Tensor | None = None,
                    mix: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,7 +68,7 @@ def sample_indices(b: int, h: int, w: int, points: int, gen: torch.Generator | N
         return idx, torch.ones(b, n, device=device)
     # Draw where the generator lives: a CPU generator keeps CPU runs reproducible as before,
     # a CUDA one spares a GPU run the copy of the density to the host every step.
-    where = gen.device if gen is not None else torch.device("cpu")
+    where = _gen_device(gen)
     if mix <= 0 or density is None:
         idx = torch.randint(0, n, (b, points), generator=gen, device=where).to(device)  # (B, P)
         return idx, torch.ones(b, points, device=device)
@@ -218,8 +223,7 @@ def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form:
 def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
     """images (N, 3, H, W) with each image's channels in its own random order (TrainConfig.colour_shuffle)."""
     n, c, h, w = images.shape
-    where = gen.device if gen is not None else torch.device("cpu")
-    order = torch.rand(n, c, generator=gen, device=where).argsort(1).to(images.device)  # (N, 3)
+    order = torch.rand(n, c, generator=gen, device=_gen_device(gen)).argsort(1).to(images.device)  # (N, 3)
     return images.gather(1, order[:, :, None, None].expand(-1, -1, h, w))  # (N, 3, H, W)
 
 
