@@ -82,12 +82,14 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                    pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
                    cfg: TrainConfig, center_scale: float | torch.Tensor = 1.0,
                    weight: torch.Tensor | None = None,
-                   seg: torch.Tensor | None = None) -> LossTerms:
+                   seg: torch.Tensor | None = None,
+                   blur_gain: float | torch.Tensor = 1.0) -> LossTerms:
     """Loss of predicting frame `src` by backward-warping frame `dst` with src's capsules.
 
     caps, caps_next: (shape, pose, depth) of src and of dst; pyr_*: blurred copies (B, 3, H, W);
     weight (B, P): importance weights of the points (None = uniform samples); seg (B, K, h, w):
-    src's coarse cell ownership of the "segment" head, scored like the masks when w_segment > 0.
+    src's coarse cell ownership of the "segment" head, scored like the masks when w_segment > 0;
+    blur_gain: the weight of the pyramid's blurred levels (TrainConfig.blur_fade).
     """
     if weight is None:
         weight = torch.ones(idx.shape, device=idx.device)
@@ -113,7 +115,8 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     rweight = weight
     if cfg.occlusion_aware:
         rweight = weight * occlusion_keep(model, vis, caps_next, u + phi)  # (B, P)
-    render = render_loss(pyr_src, pyr_dst, idx, u, phi, rweight)
+    levels = [1.0 if sigma == 0 else blur_gain for sigma in cfg.blur_sigmas]
+    render = render_loss(pyr_src, pyr_dst, idx, u, phi, rweight, levels)
     if cfg.w_appearance > 0:
         appearance = appearance_loss(vis, geometry.gather_pixels(pyr_src[0], idx).float(), weight)
     else:
@@ -143,18 +146,21 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
-                u: torch.Tensor, phi: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+                u: torch.Tensor, phi: torch.Tensor, weight: torch.Tensor,
+                levels: list | None = None) -> torch.Tensor:
     """|| dst(u + Phi(u)) - src(u) ||^2 at the points, weighted, averaged over the pyramid.
 
     pyr_*: blurred copies (B, 3, H, W); idx (B, P) the points' pixel indices, u (B, P, 2) their
-    coordinates, phi (B, P, 2) the flow there, weight (B, P).
+    coordinates, phi (B, P, 2) the flow there, weight (B, P); levels: each copy's weight in the
+    average (floats or scalar tensors, not all zero), None = equal.
     """
+    levels = [1.0] * len(pyr_src) if levels is None else levels
     render = phi.new_zeros(())
-    for src, dst in zip(pyr_src, pyr_dst):
+    for src, dst, level in zip(pyr_src, pyr_dst, levels):
         target = geometry.gather_pixels(src, idx).float()  # (B, 3, P)
         pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
-        render = render + (((pred - target) ** 2).sum(1) * weight).mean()
-    return render / len(pyr_src)
+        render = render + level * (((pred - target) ** 2).sum(1) * weight).mean()
+    return render / sum(levels)
 
 
 def segment_loss(seg: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u: torch.Tensor,
@@ -228,7 +234,8 @@ def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch
 
 
 def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: TrainConfig,
-              gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0) -> LossTerms:
+              gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0,
+              blur_gain: float | torch.Tensor = 1.0) -> LossTerms:
     """The training loss of a batch of pairs img0, img1 (B, 3, H, W) in [0, 1].
 
     Both frames are parsed (the flow needs both poses); with `both_directions` the pair is also
@@ -249,11 +256,13 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     density = edge_density(img0, img1, cfg.edge_sigma) if cfg.edge_sampling > 0 else None
     idx, wt = sample_indices(b, h, w, cfg.points, gen, img0.device, density, cfg.edge_sampling)
     with ctx:
-        terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt, s0)]
+        terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt, s0,
+                                blur_gain)]
         if cfg.both_directions:
             idx1, wt1 = sample_indices(b, h, w, cfg.points, gen, img0.device, density,
                                        cfg.edge_sampling)
-            terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1, s1))
+            terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1, s1,
+                                         blur_gain))
     n = len(terms)
     return LossTerms(total=sum(t.total for t in terms) / n, render=sum(t.render for t in terms) / n,
                      smooth=sum(t.smooth for t in terms) / n, center=sum(t.center for t in terms) / n,

@@ -46,8 +46,8 @@ class _LossModule(nn.Module):
         self.cfg = cfg
 
     def forward(self, img0: torch.Tensor, img1: torch.Tensor, gen: torch.Generator,
-                center_scale: torch.Tensor) -> LossTerms:
-        return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale)
+                center_scale: torch.Tensor, blur_gain: torch.Tensor) -> LossTerms:
+        return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale, blur_gain)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -280,7 +280,9 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
             if cfg.prior_anneal > 0 and hasattr(model.encoder, "prior_gain"):
                 model.encoder.prior_gain.fill_(max(0.0, 1.0 - frac / cfg.prior_anneal))
             # A tensor, not a float: torch.compile would specialise (recompile) on every value.
-            terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device))
+            blur_gain = max(0.0, 1.0 - frac / cfg.blur_fade) if cfg.blur_fade > 0 else 1.0
+            terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device),
+                            torch.tensor(blur_gain, device=device))
             loss = _agree(float(terms.total.detach()), world, device)  # every rank decides alike
             median = statistics.median(recent) if len(recent) >= 20 else math.inf
             if not math.isfinite(loss) or loss > cfg.explode_factor * median:

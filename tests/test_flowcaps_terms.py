@@ -1,8 +1,10 @@
-"""The optional loss terms (appearance, occlusion weighting, colour shuffle) and the "segment" head."""
+"""The optional loss terms (appearance, occlusion weighting, colour shuffle, blur fade) and the "segment" head."""
+import pytest
 import torch
 
 from flowcaps.config import ModelConfig
 from flowcaps.config import TrainConfig
+from flowcaps.errors import FlowcapsError
 from flowcaps.losses import appearance_loss, occlusion_keep, pair_loss, shuffle_channels
 from flowcaps.model import FlowCapsules
 
@@ -122,3 +124,26 @@ def test_colour_shuffle_changes_only_what_the_encoder_sees():
     # colour frames: the encoder's view changes, so the loss does
     c = pair_loss(model, img0, img1, shuffled, torch.Generator().manual_seed(0))
     assert not torch.allclose(plain.total, c.total)
+
+
+def test_blur_gain_weighs_the_blurred_levels_of_the_render_loss():
+    torch.manual_seed(0)
+    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
+    img0, img1 = torch.rand(2, 4, 3, H, W, generator=torch.Generator().manual_seed(3))
+    pyramid = TrainConfig(model=model.config, points=0, smooth_points=0, w_center=0.0,
+                          blur_sigmas=(0.0, 2.0), both_directions=False)
+    sharp = pyramid.replace(blur_sigmas=(0.0,))
+    def render(cfg, gain=1.0):
+        return pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0), blur_gain=gain).render
+    both, only_sharp = render(pyramid), render(sharp)
+    assert not torch.allclose(both, only_sharp)  # the blurred level counts at gain 1
+    assert torch.allclose(render(pyramid, torch.tensor(0.0)), only_sharp)  # and not at gain 0
+    half = render(pyramid, torch.tensor(0.5))  # a weighted mean: between the two
+    blurred_only = 2 * both - only_sharp  # both = (sharp + blurred) / 2
+    assert torch.allclose(half, (only_sharp + 0.5 * blurred_only) / 1.5, atol=1e-6)
+
+
+def test_blur_fade_needs_a_sharp_level():
+    with pytest.raises(FlowcapsError, match="blur_fade"):
+        TrainConfig(blur_sigmas=(1.5, 3.0), blur_fade=0.5).validate()
+    TrainConfig(blur_fade=0.5).validate()
