@@ -39,15 +39,19 @@ if ! { train check --epochs 1 --max-pairs 2560 > "$OUT/check.log" 2>&1 &&
     tail -n 20 "$OUT/check.log"; stamp "the GPU check failed"; exit 1
 fi
 stamp "GPU check passed"
-names=()
+names=(); seeds=()
 for spec in "$@"; do
     name=${spec%%:*}; names+=("$name")
+    # a run's record names its seed: take it from the run's --seed (default 0)
+    seed=$(sed -n 's/.*--seed[ =]\([0-9][0-9]*\).*/\1/p' <<< "${spec#*:}"); seeds+=("${seed:-0}")
     # shellcheck disable=SC2086  # the overrides are meant to split into words
     train "$name" --max-minutes "$minutes" ${spec#*:} > "$OUT/$name.log" 2>&1 &
 done
 wait
 stamp "training done"
-for name in "${names[@]}"; do evaluate "$name" >> "$OUT/$name.log" 2>&1 & done
+for i in "${!names[@]}"; do
+    evaluate "${names[$i]}" --seeds "${seeds[$i]}" >> "$OUT/${names[$i]}.log" 2>&1 &
+done
 wait
 stamp "evaluation done"
 for name in "${names[@]}"; do
