@@ -65,7 +65,7 @@ def main() -> None:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
               help="evaluate this checkpoint instead of training")
-@click.option("--force", is_flag=True, help="redo seeds whose record already exists")
+@click.option("--force", is_flag=True, help="redo seeds whose record already exists, training from scratch")
 @click.option("--test-limit", type=int, default=None, hidden=True)
 @_friendly
 def run_cmd(method, dataset, profile, seeds, data, results, runs, device, checkpoint, force,

@@ -10,6 +10,7 @@ are independent streams. The k-means random_state is the run seed too.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -196,6 +197,11 @@ def run(req: RunRequest, progress: bool = True, echo=print) -> list[Path]:
                          run_dir=req.runs / stem[:-len(".json")], image_size=DATA_PROFILES[req.profile].size,
                          device=req.device, variant=req.variant)
         train_config = method.config(spec)  # fails early on a bad variant or profile
+        if req.checkpoint is None and req.force and spec.run_dir.exists():
+            # Redo means from scratch: the old run folder would be resumed (or refused when its
+            # config differs), not retrained.
+            echo(f"--force: removing {spec.run_dir} to train seed {seed} afresh")
+            shutil.rmtree(spec.run_dir)
         if req.checkpoint is None:
             echo(f"training {method.name} on {req.dataset} ({req.profile}), seed {seed} "
                  f"-> {spec.run_dir} (resumes if interrupted)")

@@ -1,4 +1,6 @@
 """The evaluation pipeline on real generated data, with an oracle that returns ground truth."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -78,6 +80,13 @@ def test_run_writes_a_record_and_a_rerun_skips_it(tiny_geo, tmp_path):
     lines.clear()
     assert run(req, progress=False, echo=lines.append) == [path]
     assert "record exists, skipping seed 0" in lines[0] and len(lines) == 1
+    # --force trains afresh: the old run folder (which a plain run would resume) goes first.
+    run_dir = tmp_path / "runs" / "flowcaps_geo_smoke_seed0"
+    (run_dir / "marker").write_text("old run")
+    lines.clear()
+    assert run(replace(req, force=True), progress=False, echo=lines.append) == [path]
+    assert not (run_dir / "marker").exists() and (run_dir / "model.pt").is_file()
+    assert lines[0].startswith("--force: removing")
     # A record that only evaluated a given checkpoint (no train config) does not count as done.
     from benchmark.runner import _finished
     import json
