@@ -260,7 +260,8 @@ def quick_profile(out: str = "runs/flowcaps-quick") -> TrainConfig:
     # but on a GPU (4 minutes, 1.6-2.2M pairs; results/gpu-sweep-2026-11-26) they lifted the
     # fixed-assignment IoU from .434 (this model without them) to .685 and .890 (two seeds);
     # either switch alone gave .470 and .589. This profile, 23 minutes on 2 ranks of a 2-core
-    # AMD EPYC (`flowbench run flowcaps`): .825 fixed, .827 per image (452k pairs); seed 1 .847.
+    # AMD EPYC (`flowbench run flowcaps`): .825 fixed, .827 per image (452k pairs); seed 1 .847,
+    # seed 2 .815.
     # With capsule identity solved, the errors were a dilation: circle and triangle masks ~0.5 px
     # too big all round (false positives within 1 px of the edge, no preferred direction, almost
     # no misses). A frame alone cannot tell which way its shapes will move, and the plain render
