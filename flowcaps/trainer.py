@@ -142,6 +142,11 @@ def _lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
     return 1.0
 
 
+def _fade(progress: float, span: float) -> float:
+    """1 at the start, falling linearly to 0 at `span` of the run (prior_anneal, blur_fade)."""
+    return max(0.0, 1.0 - progress / span)
+
+
 def _check_resume(saved: TrainConfig, cfg: TrainConfig, path: Path) -> None:
     a = {k: v for k, v in saved.__dict__.items() if k not in RUNTIME_FIELDS}
     b = {k: v for k, v in cfg.__dict__.items() if k not in RUNTIME_FIELDS}
@@ -278,9 +283,9 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                 group["lr"] = lr
             center_scale = min(1.0, frac / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
             if cfg.prior_anneal > 0 and hasattr(model.encoder, "prior_gain"):
-                model.encoder.prior_gain.fill_(max(0.0, 1.0 - frac / cfg.prior_anneal))
+                model.encoder.prior_gain.fill_(_fade(frac, cfg.prior_anneal))
             # A tensor, not a float: torch.compile would specialise (recompile) on every value.
-            blur_gain = max(0.0, 1.0 - frac / cfg.blur_fade) if cfg.blur_fade > 0 else 1.0
+            blur_gain = _fade(frac, cfg.blur_fade) if cfg.blur_fade > 0 else 1.0
             terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device),
                             torch.tensor(blur_gain, device=device))
             loss = _agree(float(terms.total.detach()), world, device)  # every rank decides alike
