@@ -34,6 +34,7 @@ class LossTerms:
     smooth: torch.Tensor
     center: torch.Tensor
     appearance: torch.Tensor
+    overlap: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -126,6 +127,11 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                                cfg.w_appearance)
     else:
         segment = phi.new_zeros(())
+    if cfg.w_overlap > 0:
+        overlap = overlap_loss(pm.masks[:, :, :p], pm.v[:, :, :p], pose_next, u, weight,
+                               cfg.overlap_tau, (h, w))
+    else:
+        overlap = phi.new_zeros(())
 
     if n_s:
         f0 = geometry.frame_to_pixels(phi[:, :n_s], h, w)  # (B, Ps, 2)
@@ -140,9 +146,10 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-             + cfg.w_appearance * appearance + cfg.w_segment * segment)
+             + cfg.w_appearance * appearance + cfg.w_segment * segment
+             + cfg.w_overlap * overlap)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance)
+                     appearance=appearance, overlap=overlap)
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -197,6 +204,28 @@ def occlusion_keep(model: FlowCapsules, vis: torch.Tensor, caps_next: tuple,
     vd = model.masks_at(shape, pose, depth, dest.detach()).visible  # (B, K, P)
     vs = vis.detach()
     return (vs * vd).sum(1) + (1 - vs.sum(1)) * (1 - vd.sum(1))  # (B, P)
+
+
+def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u: torch.Tensor,
+                 weight: torch.Tensor, tau: float, size: tuple[int, int]) -> torch.Tensor:
+    """E_u[sum_{j != k} g_jk(u) Lambda_j(u) Lambda_k(u)]: two capsules covering the same moving pixels.
+
+    masks (B, K, P) amodal; v (B, K, P, 2) the points in each capsule's frame; pose_next (B, K, 4);
+    u (B, P, 2); weight (B, P) importance weights; tau in pixels; size (H, W).
+    Nothing in the paper's loss stops a second capsule from sitting on a shape that one already
+    explains: the flows are equal, so the render loss cannot tell. Such duplicates take a class
+    from one capsule in some images and from the other in the rest. The gate
+    g_jk = exp(-|f_j - f_k|^2 / tau^2) of the two capsules' flows there (detached) limits the
+    penalty to capsules that move together, so two shapes that overlap while moving apart keep
+    their amodal masks.
+    """
+    with torch.no_grad():
+        flow = geometry.frame_to_pixels(geometry.capsule_flow(v, pose_next, u), *size)  # (B, K, P, 2)
+        d2 = ((flow[:, :, None] - flow[:, None]) ** 2).sum(-1)  # (B, K, K, P)
+        k = masks.shape[1]
+        gate = torch.exp(-d2 / tau ** 2) * (1 - torch.eye(k, device=masks.device))[..., None]  # (B, K, K, P)
+    pairs = torch.einsum("bjp,bjkp,bkp->bp", masks, gate.to(masks.dtype), masks)  # (B, P)
+    return (pairs * weight).mean()
 
 
 def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -264,6 +293,5 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
             terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1, s1,
                                          blur_gain))
     n = len(terms)
-    return LossTerms(total=sum(t.total for t in terms) / n, render=sum(t.render for t in terms) / n,
-                     smooth=sum(t.smooth for t in terms) / n, center=sum(t.center for t in terms) / n,
-                     appearance=sum(t.appearance for t in terms) / n)
+    return LossTerms(**{f: sum(getattr(t, f) for t in terms) / n
+                        for f in ("total", "render", "smooth", "center", "appearance", "overlap")})

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from flowcaps.config import ModelConfig
+from flowcaps import geometry
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.losses import appearance_loss, occlusion_keep, pair_loss, shuffle_channels
@@ -147,3 +148,23 @@ def test_blur_fade_needs_a_sharp_level():
     with pytest.raises(FlowcapsError, match="blur_fade"):
         TrainConfig(blur_sigmas=(1.5, 3.0), blur_fade=0.5).validate()
     TrainConfig(blur_fade=0.5).validate()
+
+
+def test_overlap_penalises_capsules_that_cover_the_same_pixels_and_move_alike():
+    from flowcaps.losses import overlap_loss
+    u = torch.rand(1, 50, 2, generator=torch.Generator().manual_seed(1)) * 2 - 1  # (1, P, 2)
+    pose = torch.tensor([[[0.0, 0.0, 0.0, 0.3], [0.0, 0.0, 0.0, 0.3]]])  # (1, K=2, 4)
+    v = geometry.to_canonical(pose, u)  # (1, 2, P, 2)
+    weight = torch.ones(1, 50)
+    full = torch.ones(1, 2, 50)
+    together = pose + torch.tensor([0.1, 0.0, 0.0, 0.0])  # both move 0.1 frame units = 1.6 px at 32 px
+    apart = pose + torch.tensor([[[0.2, 0.0, 0.0, 0.0], [-0.2, 0.0, 0.0, 0.0]]])
+    dup = overlap_loss(full, v, together, u, weight, 1.0, (32, 32))
+    assert abs(float(dup) - 2.0) < 1e-5  # two ordered pairs, both masks 1 everywhere, gate 1
+    assert float(overlap_loss(full, v, apart, u, weight, 1.0, (32, 32))) < 1e-6  # 6.4 px apart
+    disjoint = torch.stack([(u[..., 0] > 0).float(), (u[..., 0] <= 0).float()], 1)  # (1, 2, P)
+    assert float(overlap_loss(disjoint, v, together, u, weight, 1.0, (32, 32))) == 0.0
+    # the gradient shrinks both masks where they overlap
+    masks = torch.full((1, 2, 50), 0.8, requires_grad=True)
+    overlap_loss(masks, v, together, u, weight, 1.0, (32, 32)).backward()
+    assert bool((masks.grad > 0).all())
