@@ -157,9 +157,15 @@ class TrainConfig:
     # Measured in the quick profile with the occlusion-aware loss (23 minutes, seed 1, 1000 test
     # pairs): at 0.05 from the start, IoU .416 (per image .706) and no capsule took a class: the
     # capsules first own regions of the image, and taking a class over from a neighbour means
-    # passing through overlap, which this term forbids.
+    # passing through overlap, which this term forbids (results/quick-exp-2026-11-26c).
     w_overlap: float = 0.0
     overlap_tau: float = 1.0
+    # Weight of losses.consistency_loss (each capsule's canonical mask the same in every image,
+    # ramped in with w_center); 0 = off (the paper). Measured at 0.3 in the quick profile with
+    # the occlusion-aware loss (23 minutes, seed 1, 1000 test pairs): .569, per image .815; the
+    # term stayed near 1e-3 (x 0.3 against a render loss near 3e-3) and the capsules stayed
+    # generic, each covering circles and squares alike (results/quick-exp-2026-11-26c).
+    w_consistency: float = 0.0
     # Weight of losses.segment_loss, scoring the "segment" translation head's coarse ownership
     # like the masks; 0 = off.
     w_segment: float = 0.0
@@ -200,6 +206,8 @@ class TrainConfig:
             raise FlowcapsError("points and smooth_points must be >= 0")
         if not self.blur_sigmas or any(s < 0 for s in self.blur_sigmas):
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
+        if self.w_consistency < 0:
+            raise FlowcapsError(f"w_consistency must be >= 0, got {self.w_consistency}")
         if self.w_overlap < 0 or self.overlap_tau <= 0:
             raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
                                 f"{self.w_overlap} and {self.overlap_tau}")

@@ -35,6 +35,7 @@ class LossTerms:
     center: torch.Tensor
     appearance: torch.Tensor
     overlap: torch.Tensor
+    consistency: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -149,7 +150,7 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
              + cfg.w_appearance * appearance + cfg.w_segment * segment
              + cfg.w_overlap * overlap)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance, overlap=overlap)
+                     appearance=appearance, overlap=overlap, consistency=phi.new_zeros(()))
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -228,6 +229,24 @@ def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, 
     return (pairs * weight).mean()
 
 
+def consistency_loss(model: FlowCapsules, shape: torch.Tensor, side: int = 8,
+                     extent: float = 1.2) -> torch.Tensor:
+    """Each capsule's canonical mask varies across the batch: mean_k,v Var_b sigmoid(D(v; s_bk)).
+
+    shape (B, K, C-5); the masks are read on a fixed side x side grid over [-extent, extent]^2
+    of the canonical frame. The loss is blind to which capsule explains which shape, so nothing
+    keeps a capsule on one kind of shape: in short runs a class went to different capsules in
+    different images. Geo's shapes never deform (pose carries position, angle and size), so a
+    capsule whose canonical mask stays the same across images is one that keeps to one class.
+    Read on probabilities, so rescaling the shape codes cannot shrink it.
+    """
+    b, k, _ = shape.shape
+    t = torch.linspace(-extent, extent, side, device=shape.device)
+    v = torch.stack(torch.meshgrid(t, t, indexing="xy"), -1).reshape(1, 1, -1, 2)  # (1, 1, G, 2)
+    masks = torch.sigmoid(model.decoder(shape, v.expand(b, k, -1, -1).to(shape.dtype)).float())  # (B, K, G)
+    return masks.var(0, unbiased=False).mean()
+
+
 def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Each visible layer explains its pixels with one colour: a dense signal for the masks.
 
@@ -292,6 +311,11 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
                                        cfg.edge_sampling)
             terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1, s1,
                                          blur_gain))
+        consistency = (consistency_loss(model, caps[0]) if cfg.w_consistency > 0
+                       else img0.new_zeros(()))
     n = len(terms)
-    return LossTerms(**{f: sum(getattr(t, f) for t in terms) / n
-                        for f in ("total", "render", "smooth", "center", "appearance", "overlap")})
+    out = {f: sum(getattr(t, f) for t in terms) / n
+           for f in ("total", "render", "smooth", "center", "appearance", "overlap")}
+    # Ramped in with the centre loss: the capsules first have to find shapes at all.
+    out["total"] = out["total"] + center_scale * cfg.w_consistency * consistency
+    return LossTerms(**out, consistency=consistency)

@@ -32,7 +32,7 @@ CKPT_NAME = "checkpoint.pt"  # resumable state of the run
 MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
 LOG_NAME = "log.csv"
 LOG_FIELDS = ("step", "epoch", "pairs", "seconds", "lr", "loss", "render", "smooth", "center",
-              "appearance", "overlap", "pairs_per_s")
+              "appearance", "overlap", "consistency", "pairs_per_s")
 # Fields that may change between an interrupted run and its resumption (runtime only).
 RUNTIME_FIELDS = ("device", "threads", "cpu_ranks")
 
@@ -315,7 +315,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                                  f"{float(terms.smooth.detach()):.4g}",
                                  f"{float(terms.center.detach()):.4g}",
                                  f"{float(terms.appearance.detach()):.4g}",
-                                 f"{float(terms.overlap.detach()):.4g}", f"{rate:.1f}"])
+                                 f"{float(terms.overlap.detach()):.4g}",
+                                 f"{float(terms.consistency.detach()):.4g}", f"{rate:.1f}"])
                 log_file.flush()
                 bar.set_postfix(loss=f"{loss:.4f}", pairs_s=f"{rate:.0f}")
             bar.update(1)

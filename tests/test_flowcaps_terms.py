@@ -168,3 +168,22 @@ def test_overlap_penalises_capsules_that_cover_the_same_pixels_and_move_alike():
     masks = torch.full((1, 2, 50), 0.8, requires_grad=True)
     overlap_loss(masks, v, together, u, weight, 1.0, (32, 32)).backward()
     assert bool((masks.grad > 0).all())
+
+
+def test_consistency_is_zero_for_one_shape_code_per_capsule_and_grows_with_its_spread():
+    from flowcaps.losses import consistency_loss
+    torch.manual_seed(0)
+    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8), dec_hidden=16))
+    per_capsule = torch.randn(1, 8, model.config.shape_dim)  # (1, K, |s|)
+    same = per_capsule.expand(5, -1, -1)  # every image: the same code per capsule
+    assert float(consistency_loss(model, same).detach()) < 1e-9
+    varied = same + torch.randn(5, 8, model.config.shape_dim)
+    more = same + 3 * torch.randn(5, 8, model.config.shape_dim)
+    a, b = float(consistency_loss(model, varied).detach()), float(consistency_loss(model, more).detach())
+    assert 0 < a < b
+    cfg = TrainConfig(model=model.config, points=0, w_consistency=1.0)
+    img0, img1 = torch.rand(2, 4, 3, H, W, generator=torch.Generator().manual_seed(3))
+    terms = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
+    off = pair_loss(model, img0, img1, cfg.replace(w_consistency=0.0), torch.Generator().manual_seed(0))
+    assert float(terms.consistency.detach()) > 0 and float(off.consistency) == 0.0
+    assert torch.allclose(terms.total, off.total + terms.consistency)
