@@ -161,10 +161,9 @@ class TrainConfig:
     w_overlap: float = 0.0
     overlap_tau: float = 1.0
     # Weight of losses.consistency_loss (each capsule's canonical mask the same in every image,
-    # ramped in with w_center); 0 = off (the paper). Measured at 0.3 in the quick profile with
-    # the occlusion-aware loss (23 minutes, seed 1, 1000 test pairs): .569, per image .815; the
-    # term stayed near 1e-3 (x 0.3 against a render loss near 3e-3) and the capsules stayed
-    # generic, each covering circles and squares alike (results/quick-exp-2026-11-26c).
+    # ramped in with w_center); 0 = off (the paper). The quick profile uses 3 (see there); at
+    # 0.3 the term stayed near 1e-3 against a render loss near 3e-3 and the capsules stayed
+    # generic (.569).
     w_consistency: float = 0.0
     # Weight of losses.segment_loss, scoring the "segment" translation head's coarse ownership
     # like the masks; 0 = off.
@@ -289,12 +288,20 @@ def quick_profile(out: str = "runs/flowcaps-quick") -> TrainConfig:
     # both seeds (.685/.890 to .866/.908, see gpu_profile). In this 23-minute profile it did not
     # pay: one run reached .891 (`flowcaps train --profile quick`, 1000 test pairs), but both
     # `flowbench run` records with it split a shape class between two capsules (.779 and .761,
-    # per image .876 and .832; results/quick-occlusion-2026-11-26), so it stays off here.
+    # per image .876 and .832; results/quick-occlusion-2026-11-26).
+    # Those splits were capsules that stayed generic: in the seed-0 record four capsules each
+    # covered circles and squares about half the time, and which one a circle went to varied
+    # from image to image. pooled_params lets any capsule draw whatever shape it sits on, and
+    # the loss cannot tell capsules apart. The consistency term (w_consistency) asks each
+    # capsule to draw the same canonical mask in every image. Seed 1 with the occlusion-aware
+    # loss, 23 minutes, 1000 test pairs (results/quick-exp-2026-11-26c): .761 (the record
+    # without the term), .569 with w_consistency 0.3 (too weak to matter), .880 with 3 (per
+    # image .881: one capsule per class), so both are on here.
     model = ModelConfig(coord_channels=False, pooled_params=True)
     return TrainConfig(model=model, out=out, epochs=100, batch_size=32, lr=3e-3,
                        lr_schedule="cosine", warmup_steps=100, max_minutes=23.0, bf16=False,
                        w_appearance=3.0, prior_anneal=0.5, compile=True, cpu_ranks=0,
-                       colour_shuffle=True)
+                       colour_shuffle=True, occlusion_aware=True, w_consistency=3.0)
 
 
 def gpu_profile(out: str = "runs/flowcaps-gpu") -> TrainConfig:
@@ -306,8 +313,9 @@ def gpu_profile(out: str = "runs/flowcaps-gpu") -> TrainConfig:
     pairs each; results/gpu-sweep-2026-11-26b): seed 0 .866, seed 1 .908 (10k test pairs).
     """
     quick = quick_profile(out)
+    # Its records predate the consistency term, so it stays off here until a GPU run tests it.
     return quick.replace(batch_size=128, warmup_steps=200, max_minutes=6.25, device="auto",
-                         cpu_ranks=1, occlusion_aware=True)
+                         cpu_ranks=1, w_consistency=0.0)
 
 
 def paper_profile(out: str = "runs/flowcaps-paper") -> TrainConfig:
