@@ -50,6 +50,21 @@ class _LossModule(nn.Module):
         return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale, blur_gain)
 
 
+def _upgrade_log(path: Path) -> None:
+    """Rewrite a resumed run's log under the current LOG_FIELDS (columns it lacks left empty)."""
+    with open(path, newline="") as f:
+        header = next(csv.reader(f), None)
+        if header is None or tuple(header) == LOG_FIELDS:
+            return
+        rows = list(csv.DictReader(f, fieldnames=header))
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, LOG_FIELDS, restval="", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -250,6 +265,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         new_log = not (out / LOG_NAME).exists()
+        if not new_log:
+            _upgrade_log(out / LOG_NAME)
         log_file = open(out / LOG_NAME, "a", newline="")
         writer = csv.writer(log_file)
         if new_log:
