@@ -17,7 +17,7 @@ an unbiased estimate of it; P = 0 uses the full grid).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -314,8 +314,9 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
         consistency = (consistency_loss(model, caps[0]) if cfg.w_consistency > 0
                        else img0.new_zeros(()))
     n = len(terms)
-    out = {f: sum(getattr(t, f) for t in terms) / n
-           for f in ("total", "render", "smooth", "center", "appearance", "overlap")}
+    # Every term but the consistency (taken once per pair) is averaged over the directions.
+    out = {f.name: sum(getattr(t, f.name) for t in terms) / n
+           for f in fields(LossTerms) if f.name != "consistency"}
     # Ramped in with the centre loss: the capsules first have to find shapes at all.
     out["total"] = out["total"] + center_scale * cfg.w_consistency * consistency
     return LossTerms(**out, consistency=consistency)

@@ -6,7 +6,8 @@ from flowcaps.config import ModelConfig
 from flowcaps import geometry
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
-from flowcaps.losses import appearance_loss, occlusion_keep, pair_loss, shuffle_channels
+from flowcaps.losses import (appearance_loss, consistency_loss, occlusion_keep, overlap_loss,
+                             pair_loss, shuffle_channels)
 from flowcaps.model import FlowCapsules
 
 H = W = 16
@@ -151,7 +152,6 @@ def test_blur_fade_needs_a_sharp_level():
 
 
 def test_overlap_penalises_capsules_that_cover_the_same_pixels_and_move_alike():
-    from flowcaps.losses import overlap_loss
     u = torch.rand(1, 50, 2, generator=torch.Generator().manual_seed(1)) * 2 - 1  # (1, P, 2)
     pose = torch.tensor([[[0.0, 0.0, 0.0, 0.3], [0.0, 0.0, 0.0, 0.3]]])  # (1, K=2, 4)
     v = geometry.to_canonical(pose, u)  # (1, 2, P, 2)
@@ -171,7 +171,6 @@ def test_overlap_penalises_capsules_that_cover_the_same_pixels_and_move_alike():
 
 
 def test_consistency_is_zero_for_one_shape_code_per_capsule_and_grows_with_its_spread():
-    from flowcaps.losses import consistency_loss
     torch.manual_seed(0)
     model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8), dec_hidden=16))
     per_capsule = torch.randn(1, 8, model.config.shape_dim)  # (1, K, |s|)
