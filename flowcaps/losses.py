@@ -85,13 +85,15 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                    cfg: TrainConfig, center_scale: float | torch.Tensor = 1.0,
                    weight: torch.Tensor | None = None,
                    seg: torch.Tensor | None = None,
-                   blur_gain: float | torch.Tensor = 1.0) -> LossTerms:
+                   blur_gain: float | torch.Tensor = 1.0,
+                   overlap_gain: float | torch.Tensor = 1.0) -> LossTerms:
     """Loss of predicting frame `src` by backward-warping frame `dst` with src's capsules.
 
     caps, caps_next: (shape, pose, depth) of src and of dst; pyr_*: blurred copies (B, 3, H, W);
     weight (B, P): importance weights of the points (None = uniform samples); seg (B, K, h, w):
     src's coarse cell ownership of the "segment" head, scored like the masks when w_segment > 0;
-    blur_gain: the weight of the pyramid's blurred levels (TrainConfig.blur_fade).
+    blur_gain: the weight of the pyramid's blurred levels (TrainConfig.blur_fade); overlap_gain:
+    the overlap term's ramp (TrainConfig.overlap_start).
     """
     if weight is None:
         weight = torch.ones(idx.shape, device=idx.device)
@@ -148,7 +150,7 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
              + cfg.w_appearance * appearance + cfg.w_segment * segment
-             + cfg.w_overlap * overlap)
+             + overlap_gain * cfg.w_overlap * overlap)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
                      appearance=appearance, overlap=overlap, consistency=phi.new_zeros(()))
 
@@ -283,7 +285,8 @@ def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch
 
 def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: TrainConfig,
               gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0,
-              blur_gain: float | torch.Tensor = 1.0) -> LossTerms:
+              blur_gain: float | torch.Tensor = 1.0,
+              overlap_gain: float | torch.Tensor = 1.0) -> LossTerms:
     """The training loss of a batch of pairs img0, img1 (B, 3, H, W) in [0, 1].
 
     Both frames are parsed (the flow needs both poses); with `both_directions` the pair is also
@@ -305,12 +308,12 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     idx, wt = sample_indices(b, h, w, cfg.points, gen, img0.device, density, cfg.edge_sampling)
     with ctx:
         terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt, s0,
-                                blur_gain)]
+                                blur_gain, overlap_gain)]
         if cfg.both_directions:
             idx1, wt1 = sample_indices(b, h, w, cfg.points, gen, img0.device, density,
                                        cfg.edge_sampling)
             terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1, s1,
-                                         blur_gain))
+                                         blur_gain, overlap_gain))
         consistency = (consistency_loss(model, caps[0]) if cfg.w_consistency > 0
                        else img0.new_zeros(()))
     n = len(terms)

@@ -197,6 +197,23 @@ class MaskDecoder(nn.Module):
         return logit
 
 
+def composite_over(masks: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+    """Front-to-back compositing of amodal masks (B, K, P) by depth (B, K) -> visibility (B, K, P).
+
+    Lambda+_k = Lambda_k * prod_{j != k} (1 - f_jk Lambda_j), f_jk = sigmoid(d_j - d_k) the chance
+    that capsule j is in front of k (a soft order, so depth gets a gradient). For two capsules
+    the visibilities sum to 1 - (1 - Lambda_1)(1 - Lambda_2), their union; with more, a sum over
+    1 (possible only while depths are tied) is scaled back to 1. The background takes the rest.
+    """
+    k = masks.shape[1]
+    front = torch.sigmoid(depth[:, :, None] - depth[:, None, :])  # (B, K, K): [j, k] = j before k
+    front = front * (1 - torch.eye(k, device=masks.device, dtype=front.dtype))  # (B, K, K)
+    cover = front[..., None] * masks[:, :, None]  # (B, K, K, P): [j, k] = what j hides of k
+    through = torch.log((1 - cover).clamp_min(1e-6)).sum(1).exp()  # (B, K, P) transmittance
+    visible = masks * through  # (B, K, P)
+    return visible / visible.sum(1, keepdim=True).clamp_min(1.0)
+
+
 class FlowCapsules(nn.Module):
     """The model. `parse` and `flow` are the public API; `masks_at` serves the training loss."""
 
@@ -260,6 +277,8 @@ class FlowCapsules(nn.Module):
         logit = self.decoder(shape, v).float()  # (B, K, P)
         masks = torch.sigmoid(logit)  # (B, K, P)
         cfg = self.config
+        if cfg.layering == "over" and cfg.depth_ordering:
+            return PointMasks(v=v, masks=masks, visible=composite_over(masks, depth))
         static = cfg.background == "static"
         if cfg.mask_reading == "logit":
             score = logit + depth[..., None] if cfg.depth_ordering else logit

@@ -34,11 +34,14 @@ evaluate() {  # name, extra args...
         --checkpoint "runs/sweep/$name/model.pt" --results "runs/sweep/$name/results" \
         --runs "runs/sweep/$name/flowbench" "$@"
 }
-if ! { train check --epochs 1 --max-pairs 2560 > "$OUT/check.log" 2>&1 &&
-       evaluate check --test-limit 200 >> "$OUT/check.log" 2>&1; }; then
-    tail -n 20 "$OUT/check.log"; stamp "the GPU check failed"; exit 1
+# CHECK=0 skips the check (a short lease: each run then compiles inside its own budget)
+if [ "${CHECK:-1}" != 0 ]; then
+    if ! { train check --epochs 1 --max-pairs 2560 > "$OUT/check.log" 2>&1 &&
+           evaluate check --test-limit 200 >> "$OUT/check.log" 2>&1; }; then
+        tail -n 20 "$OUT/check.log"; stamp "the GPU check failed"; exit 1
+    fi
+    stamp "GPU check passed"
 fi
-stamp "GPU check passed"
 names=(); seeds=()
 for spec in "$@"; do
     name=${spec%%:*}; names+=("$name")

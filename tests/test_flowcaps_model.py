@@ -73,6 +73,36 @@ def test_depth_ordering_switch():
     assert float(_two_capsules(logit, [1.0, 12.0]).visible[0, 1, 0]) > 0.99
 
 
+def test_over_layering_keeps_a_capsule_edge_at_one_half_whatever_lies_behind():
+    from flowcaps.model import composite_over
+    lam = torch.tensor([[[0.5, 0.9, 0.2], [1.0, 1.0, 1.0]]])  # (B=1, K=2, P=3)
+    depth = torch.tensor([[30.0, 10.0]])  # capsule 0 well in front
+    vis = composite_over(lam, depth)
+    assert torch.allclose(vis[0, 0], lam[0, 0], atol=1e-6), "the front capsule shows its own mask"
+    assert torch.allclose(vis[0, 1], 1 - lam[0, 0], atol=1e-6), "the one behind shows through"
+    # with the softmax layering the same front capsule wins its edge point (Lambda 1/2) only by
+    # half, against a background capsule with Lambda 1 behind it
+    cfg = dataclasses.replace(SMALL, num_capsules=3)
+    torch.manual_seed(0)
+    three = torch.rand(2, 3, 50)  # (B, K, P)
+    d = torch.tensor([[9.0, 9.0, 9.0], [8.0, 20.0, 14.0]])  # tied, then ordered
+    v3 = composite_over(three, d)
+    assert float(v3.sum(1).max()) <= 1 + 1e-6 and float(v3.min()) >= 0
+    assert torch.allclose(v3[1, 1], three[1, 1], atol=3e-3)  # the nearest (6 depth units ahead)
+    # through the model: "over" uses it, and the depth gets a gradient
+    model = FlowCapsules(dataclasses.replace(cfg, layering="over"))
+    depth = torch.tensor([[9.0, 10.0, 11.0]], requires_grad=True)
+    pm = model.masks_at(torch.zeros(1, 3, cfg.shape_dim), torch.tensor([[[0.0, 0, 0, 0.5]] * 3]),
+                        depth, torch.rand(1, 20, 2) * 2 - 1)
+    assert torch.allclose(pm.visible, composite_over(pm.masks, depth), atol=1e-6)
+    pm.visible[0, 0].sum().backward()
+    assert float(depth.grad.abs().sum()) > 0
+    with pytest.raises(FlowcapsError, match="layering"):
+        dataclasses.replace(SMALL, layering="under").validate()
+    with pytest.raises(FlowcapsError, match="static"):
+        dataclasses.replace(SMALL, layering="over", background="uniform").validate()
+
+
 def test_background_modes():
     """uniform: weights always sum to 1; static: far from every capsule the background owns u."""
     for mode, far_total in (("uniform", 1.0), ("static", 0.0)):

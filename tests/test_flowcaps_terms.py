@@ -4,11 +4,12 @@ import torch
 
 from flowcaps.config import ModelConfig
 from flowcaps import geometry
-from flowcaps.config import TrainConfig
+from flowcaps.config import OVERLAP_RAMP, TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.losses import (appearance_loss, consistency_loss, occlusion_keep, overlap_loss,
                              pair_loss, shuffle_channels)
 from flowcaps.model import FlowCapsules
+from flowcaps.trainer import _ramp
 
 H = W = 16
 
@@ -168,6 +169,26 @@ def test_overlap_penalises_capsules_that_cover_the_same_pixels_and_move_alike():
     masks = torch.full((1, 2, 50), 0.8, requires_grad=True)
     overlap_loss(masks, v, together, u, weight, 1.0, (32, 32)).backward()
     assert bool((masks.grad > 0).all())
+
+
+def test_overlap_gain_scales_the_term_and_its_ramp_starts_late():
+    torch.manual_seed(0)
+    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
+    img0 = torch.rand(4, 3, H, W, generator=torch.Generator().manual_seed(3))
+    img1 = img0  # no motion: every pair of capsules moves alike, so overlaps count in full
+    cfg = TrainConfig(model=model.config, points=0, smooth_points=0, w_overlap=0.5)
+    def total(gain):
+        return pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0),
+                         overlap_gain=torch.tensor(gain)).total
+    full = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
+    assert float(full.overlap.detach()) > 0
+    assert torch.allclose(total(0.0), full.total - 0.5 * full.overlap, atol=1e-6)
+    assert torch.allclose(total(1.0), full.total)
+    # the trainer's ramp: off until overlap_start, full OVERLAP_RAMP later
+    assert [_ramp(f, 0.4, OVERLAP_RAMP) for f in (0.0, 0.4, 0.45, 0.5, 0.9)] == pytest.approx(
+        [0.0, 0.0, 0.5, 1.0, 1.0])
+    with pytest.raises(FlowcapsError, match="overlap_start"):
+        cfg.replace(overlap_start=1.0).validate()
 
 
 def test_consistency_is_zero_for_one_shape_code_per_capsule_and_grows_with_its_spread():
