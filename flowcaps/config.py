@@ -66,9 +66,10 @@ class ModelConfig:
     # false positives per triangle mask 17.6 -> 1.8, per square 12.3 -> 2.3 (now drawn with
     # corners), per-image IoU .827 -> .905; but the circles went to five capsules, so the fixed
     # assignment scored .786 (record .825). Seed 1 kept one capsule per class: .923 fixed on
-    # the 10k test pairs (record .847). On a GPU, 3.25 minutes, three seeds: per image
-    # .879-.885, fixed .723-.838 (results/gpu-sweep-2026-11-26c). Off in the profiles until
-    # more seeds confirm it.
+    # the 10k test pairs (record .847). Seed 2 kept none: .499 (per image .839). Mean of the
+    # three .736 against .829 for the softmax records: sharper edges, less stable identities.
+    # On a GPU, 3.25 minutes, three seeds: per image .879-.885, fixed .723-.838
+    # (results/gpu-sweep-2026-11-26c). Off in the profiles.
     layering: str = "softmax"
     # "prob": sigmoid(D) is Lambda_k, visibility softmax_k(d_k * Lambda_k) (the paper's equations).
     # "logit": Lambda_k = sigmoid(D) too, but visibility softmax_k(D_k + d_k) on the raw logits.
