@@ -8,6 +8,7 @@ DistributedDataParallel (gloo on CPU, nccl on CUDA); rank 0 alone writes files.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -31,8 +32,9 @@ from flowcaps.model import FlowCapsules
 CKPT_NAME = "checkpoint.pt"  # resumable state of the run
 MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
 LOG_NAME = "log.csv"
-LOG_FIELDS = ("step", "epoch", "pairs", "seconds", "lr", "loss", "render", "smooth", "center",
-              "appearance", "overlap", "consistency", "pairs_per_s")
+# One column per loss term after the total (render, smooth, centre, ...), in LossTerms' order.
+TERM_FIELDS = tuple(f.name for f in dataclasses.fields(LossTerms) if f.name != "total")
+LOG_FIELDS = ("step", "epoch", "pairs", "seconds", "lr", "loss", *TERM_FIELDS, "pairs_per_s")
 # Fields that may change between an interrupted run and its resumption (runtime only).
 RUNTIME_FIELDS = ("device", "threads", "cpu_ranks")
 
@@ -336,12 +338,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                 window_t, window_pairs = time.monotonic(), 0
                 writer.writerow([state["step"], epoch, state["pairs"],
                                  f"{state['train_seconds']:.1f}", f"{lr:.3g}", f"{loss:.5g}",
-                                 f"{float(terms.render.detach()):.5g}",
-                                 f"{float(terms.smooth.detach()):.4g}",
-                                 f"{float(terms.center.detach()):.4g}",
-                                 f"{float(terms.appearance.detach()):.4g}",
-                                 f"{float(terms.overlap.detach()):.4g}",
-                                 f"{float(terms.consistency.detach()):.4g}", f"{rate:.1f}"])
+                                 *(f"{float(getattr(terms, n).detach()):.5g}" for n in TERM_FIELDS),
+                                 f"{rate:.1f}"])
                 log_file.flush()
                 bar.set_postfix(loss=f"{loss:.4f}", pairs_s=f"{rate:.0f}")
             bar.update(1)
