@@ -225,8 +225,9 @@ class FlowCapsules(nn.Module):
         self.decoder = MaskDecoder(config)
         if config.shape_code == "capsule":
             # One learned shape per capsule: a capsule can only fit the shapes its code draws,
-            # meant to reward it for sitting on one kind of shape in every image (it did not
-            # pay in 10-minute Geo runs; see the quick profile's notes).
+            # which rewards it for sitting on one kind of shape in every image. Early 10-minute
+            # Geo runs did not gain from it; with pooled_params and the "over" layering it is
+            # what kept the identities (see the quick profile's notes).
             self.shape_embed = nn.Parameter(0.5 * torch.randn(config.num_capsules, config.shape_dim))
         if config.depth_code == "capsule":
             # raw depth before the positivity map, spread a little so the order starts defined
