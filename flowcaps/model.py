@@ -100,6 +100,8 @@ class Encoder(nn.Module):
                 ang = 2 * math.pi * k / cfg.num_capsules
                 for j, c in enumerate((math.cos(ang), math.sin(ang))):
                     bias[k, s0 + j] = math.atanh(cfg.init_ring * c / cfg.trans_bound)
+            if cfg.heat_offset:
+                bias[:, s0:s0 + 2] = 0.0  # the offset from the heat map's centre starts near 0
             # scale = scale_min + softplus(raw + b), with b placing scale at scale_init for raw = 0
             gap = cfg.scale_init - cfg.scale_min
             bias[:, s0 + 3] = math.log(math.expm1(gap))
@@ -257,7 +259,10 @@ class FlowCapsules(nn.Module):
         if t_heat is None:
             t = cfg.trans_bound * torch.tanh(raw[..., s0:s0 + 2])  # (B, K, 2)
         else:
-            t = t_heat.float()  # (B, K, 2); the head's two translation numbers stay unused
+            t = t_heat.float()  # (B, K, 2)
+            if cfg.heat_offset:
+                # the heat map's centre is the visible part's; the offset may move it
+                t = t + cfg.heat_offset * torch.tanh(raw[..., s0:s0 + 2])  # (B, K, 2)
         angle = raw[..., s0 + 2:s0 + 3]  # (B, K, 1)
         scale = cfg.scale_min + F.softplus(raw[..., s0 + 3:s0 + 4])  # (B, K, 1) kept positive
         depth = raw[..., s0 + 4]  # (B, K)

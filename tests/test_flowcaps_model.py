@@ -158,6 +158,24 @@ def test_softargmax_head_starts_on_the_ring():
     assert torch.allclose(pose[0, :, :2], ring, atol=0.05)
 
 
+def test_heat_offset_starts_near_the_heat_centre_and_stays_bounded():
+    torch.manual_seed(0)
+    base = dataclasses.replace(SMALL, translation_head="softargmax", coord_channels=False)
+    img = _images(1)
+    plain = FlowCapsules(base)
+    torch.manual_seed(0)
+    shifted = FlowCapsules(dataclasses.replace(base, heat_offset=0.2))
+    _, pose0, _ = plain.encode(img)
+    _, pose1, _ = shifted.encode(img)
+    assert (pose1[..., :2] - pose0[..., :2]).abs().max() < 0.05  # same weights, offset ~0
+    with torch.no_grad():  # a saturated offset moves every centre by exactly the bound
+        shifted.encoder.head.bias.view(4, -1)[:, 5:7] = 100.0
+    _, pose2, _ = shifted.encode(img)
+    assert torch.allclose(pose2[..., :2] - pose0[..., :2], torch.full_like(pose0[..., :2], 0.2), atol=1e-4)
+    with pytest.raises(FlowcapsError, match="heat_offset"):
+        FlowCapsules(dataclasses.replace(SMALL, translation_head="fc", heat_offset=0.1))
+
+
 def test_center_loss_forms_by_hand():
     from flowcaps.losses import center_loss
 
