@@ -16,6 +16,7 @@ from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
 
 DURATION = {"smoke": "about a minute", "quick": "about 30-40 minutes on a 2-core CPU",
+            "long": "about 2.4 hours on a 2-core CPU",
             "gpu": "about 8-9 minutes on one GPU",
             "paper": "many hours; meant for a GPU"}
 

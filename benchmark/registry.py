@@ -19,7 +19,7 @@ import numpy as np
 
 from benchmark.errors import BenchmarkError
 
-PROFILES: tuple[str, ...] = ("quick", "gpu", "paper")
+PROFILES: tuple[str, ...] = ("quick", "long", "gpu", "paper")
 HIDDEN_PROFILES: tuple[str, ...] = ("smoke",)  # tiny, for tests and end-to-end checks
 
 
@@ -52,7 +52,7 @@ class TrainSpec:
     """Everything a method needs to train one run; built once by the runner."""
 
     dataset: str  # "geo" or "geo+"
-    profile: str  # "quick", "gpu", "paper" or "smoke"
+    profile: str  # "quick", "long", "gpu", "paper" or "smoke"
     seed: int  # the run seed, derived from (seed, method, dataset)
     data_root: Path
     run_dir: Path

@@ -46,6 +46,8 @@ DATA_PROFILES: dict[str, DataProfile] = {
     # CPU: the paper's 10k test pairs; 40k train pairs, about one pass in the 23-minute budget
     # (the flowcaps quick run in checkpoints/ was trained on exactly this set).
     "quick": DataProfile(n=40000, val=400, test=10000, size=64),
+    # CPU, a longer run (about 27 passes over them in its 135 minutes): 100k training pairs.
+    "long": DataProfile(n=100000, val=1000, test=10000, size=64),
     # One GPU, a few minutes of training: the paper's 100k training pairs.
     "gpu": DataProfile(n=100000, val=1000, test=10000, size=64),
     # The paper's scale: 100k training pairs.

@@ -20,7 +20,7 @@ import numpy as np
 
 from benchmark.paper import paper_value
 
-PROFILE_ORDER = ("paper", "gpu", "quick", "smoke")
+PROFILE_ORDER = ("paper", "gpu", "long", "quick", "smoke")
 DATASET_TITLES = {"geo": "Geo", "geo+": "Geo+"}
 METHOD_TITLES = {"rnem": "R-NEM", "psd": "PSD", "flowcaps": "FlowCapsules", "scae": "SCAE"}
 NOT_PUBLIC = "not available: the dataset is not public"
