@@ -75,3 +75,7 @@ def test_every_listed_profile_has_data_a_duration_and_a_flowcaps_config():
     pinned = {"layering": gpu.model.layering, "shape_code": gpu.model.shape_code}
     assert gpu.model == dataclasses.replace(quick.model, **pinned)
     assert gpu.batch_size > quick.batch_size
+    # the long profile is the quick one with a longer budget, so it measures more training only
+    long = flowcaps.PROFILES["long"](out="x")
+    assert long.max_minutes > quick.max_minutes
+    assert long.replace(max_minutes=quick.max_minutes) == quick
