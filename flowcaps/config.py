@@ -387,6 +387,10 @@ def long_profile(out: str = "runs/flowcaps-long") -> TrainConfig:
     """The quick profile run longer on the same 2-core CPU: the paper's 100k training pairs and
     a 135-minute budget (about 2.7M pairs at the quick profile's rate), the cosine schedule and
     the ramps stretched to match. Nothing else changes, so it measures what more training buys.
+
+    Measured (`flowbench run flowcaps --profile long --seeds 0`, 2-core AMD EPYC, 2.95M pairs,
+    10k test pairs; results/flowcaps_geo_long_seed0.json): amodal IoU .958 fixed and per image
+    (circle .949, square .964, triangle .965), against .922 for the quick record of seed 0.
     """
     return quick_profile(out).replace(max_minutes=135.0)
 
