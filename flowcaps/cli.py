@@ -75,8 +75,19 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
         path = run_train(cfg, data, progress=not quiet)
     except FlowcapsError as err:
         raise click.ClickException(str(err)) from None
+    finally:
+        _leave_process_group()
     if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 reports
         click.echo(f"model written to {path}")
+
+
+def _leave_process_group() -> None:
+    # Under torchrun a rank joined a gloo group in training. Left to the interpreter's exit, its
+    # threads were now and then torn down unjoined and the rank aborted ("terminate called
+    # without an active exception"), failing a finished run.
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 @main.command()
