@@ -20,8 +20,8 @@ import numpy as np
 
 from benchmark.paper import paper_value
 
-# Best first: the paper's scale, then by training pairs seen (long: about 2.7M pairs over 135
-# minutes on a CPU; gpu: 2.4M in 6.25 minutes), then the 23-minute quick runs.
+# Best first: the paper's scale, then by training pairs seen (long: 2.95M pairs in its 135
+# minutes on a 2-core CPU; gpu: 2.4M in 6.25 minutes), then the 23-minute quick runs.
 PROFILE_ORDER = ("paper", "long", "gpu", "quick", "smoke")
 DATASET_TITLES = {"geo": "Geo", "geo+": "Geo+"}
 METHOD_TITLES = {"rnem": "R-NEM", "psd": "PSD", "flowcaps": "FlowCapsules", "scae": "SCAE"}

@@ -1,5 +1,6 @@
 """The evaluation pipeline on real generated data, with an oracle that returns ground truth."""
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,3 +96,10 @@ def test_run_writes_a_record_and_a_rerun_skips_it(tiny_geo, tmp_path):
     other = tmp_path / "evaluated.json"
     other.write_text(json.dumps(evaluated))
     assert not _finished(other, rec["data"]["manifest_hash"])
+
+
+def test_profiles_with_the_same_data_share_one_folder():
+    from benchmark.runner import default_data_root
+    assert default_data_root("geo", "long") == default_data_root("geo", "gpu") == Path("data/geo-gpu")
+    assert default_data_root("geo+", "quick") == Path("data/geoplus-quick")
+    assert default_data_root("geo", "paper") == Path("data/geo-paper")  # more val pairs: its own
