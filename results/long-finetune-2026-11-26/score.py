@@ -1,0 +1,32 @@
+# Where the fixed-assignment masks go wrong: python score.py CHECKPOINT DATA N (first N test pairs, frame 0).
+# IoU at thresholds 0.3-0.7, mean drawn area, false positive and missed pixels per mask, IoU spread.
+import sys, numpy as np, torch, flowcaps
+from geogen.dataset import read_split
+from benchmark.metrics import SegmentationScore
+ck, data = sys.argv[1], sys.argv[2]; n = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+torch.set_num_threads(2)
+m = flowcaps.load(ck); m.eval()
+d = read_split(data, "test", ("frames", "amodal", "visible", "present"), limit=n)
+sc = SegmentationScore(K=m.config.num_capsules)
+M = []
+for i in range(0, n, 200):
+    img = torch.from_numpy(d["frames"][i:i+200, 0]).permute(0, 3, 1, 2).float() / 255
+    with torch.no_grad(): c = m.parse(img)
+    M.append(c.masks.numpy())
+    sc.update(c.masks.numpy(), c.visible.numpy(), d["amodal"][i:i+200, 0], d["visible"][i:i+200, 0], d["present"][i:i+200])
+M = np.concatenate(M); A = sc.assignment(); gt = d["amodal"][:, 0]; pres = d["present"]
+print("assignment", A)
+for j in range(gt.shape[1]):
+    sel = pres[:, j].astype(bool)
+    if not sel.any(): continue
+    p = M[sel, A[j]]; g = gt[sel, j] > 0
+    line = [f"slot{j} n={sel.sum()}"]
+    for t in (0.3, 0.4, 0.5, 0.6, 0.7):
+        b = p > t; inter = (b & g).sum((1, 2)); uni = (b | g).sum((1, 2))
+        line.append(f"t{t}:{(inter/np.maximum(uni,1)).mean():.3f}")
+    b = p > 0.5
+    fp = (b & ~g).sum((1, 2)); fn = (~b & g).sum((1, 2)); area = g.sum((1, 2))
+    line.append(f"area {area.mean():.0f} pred {b.sum((1,2)).mean():.0f} fp {fp.mean():.1f} fn {fn.mean():.1f}")
+    iou = (b & g).sum((1,2)) / np.maximum((b | g).sum((1,2)), 1)
+    line.append(f"frac<.5 {np.mean(iou<.5):.3f} frac<.8 {np.mean(iou<.8):.3f} median {np.median(iou):.3f}")
+    print(" ".join(line))
