@@ -391,6 +391,7 @@ def long_profile(out: str = "runs/flowcaps-long") -> TrainConfig:
     Measured (`flowbench run flowcaps --profile long --seeds 0`, 2-core AMD EPYC, 2.95M pairs,
     10k test pairs; results/flowcaps_geo_long_seed0.json): amodal IoU .958 fixed and per image
     (circle .949, square .964, triangle .965), against .922 for the quick record of seed 0.
+    Seed 1 (2.54M pairs; results/flowcaps_geo_long_seed1.json): .958 (.944, .969, .968).
     Squares and triangles are drawn a fraction of a pixel small along their visible outline;
     12-minute fine-tunes of that checkpoint (results/long-finetune-2026-11-26) moved them no
     more with w_center at the paper's 1e-2, without the blurred levels, or with the
