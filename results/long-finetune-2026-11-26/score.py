@@ -2,19 +2,11 @@
 # IoU at thresholds 0.3-0.7, mean drawn area, false positive and missed pixels per mask, IoU spread.
 import sys, numpy as np, torch, flowcaps
 from geogen.dataset import read_split
-from benchmark.metrics import SegmentationScore
+from masks import parse_test
 ck, data = sys.argv[1], sys.argv[2]; n = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
 torch.set_num_threads(2)
-m = flowcaps.load(ck); m.eval()
-d = read_split(data, "test", ("frames", "amodal", "visible", "present"), limit=n)
-sc = SegmentationScore(K=m.config.num_capsules)
-M = []
-for i in range(0, n, 200):
-    img = torch.from_numpy(d["frames"][i:i+200, 0]).permute(0, 3, 1, 2).float() / 255
-    with torch.no_grad(): c = m.parse(img)
-    M.append(c.masks.numpy())
-    sc.update(c.masks.numpy(), c.visible.numpy(), d["amodal"][i:i+200, 0], d["visible"][i:i+200, 0], d["present"][i:i+200])
-M = np.concatenate(M); A = sc.assignment(); gt = d["amodal"][:, 0]; pres = d["present"]
+M, A, d = parse_test(ck, data, n)
+gt = d["amodal"][:, 0]; pres = d["present"]
 print("assignment", A)
 for j in range(gt.shape[1]):
     sel = pres[:, j].astype(bool)

@@ -2,18 +2,11 @@
 # Square/triangle IoU against the GT pose: rotation, scale, distance to the border.
 import sys, numpy as np, torch, flowcaps
 from geogen.dataset import read_split
-from benchmark.metrics import SegmentationScore
+from masks import parse_test
 ck, data, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(2)
-m = flowcaps.load(ck); m.eval()
-d = read_split(data, "test", ("frames", "amodal", "visible", "present", "pose"), limit=n)
-sc = SegmentationScore(K=m.config.num_capsules); M = []
-for i in range(0, n, 200):
-    img = torch.from_numpy(d["frames"][i:i+200, 0]).permute(0, 3, 1, 2).float() / 255
-    with torch.no_grad(): c = m.parse(img)
-    M.append(c.masks.numpy())
-    sc.update(c.masks.numpy(), c.visible.numpy(), d["amodal"][i:i+200, 0], d["visible"][i:i+200, 0], d["present"][i:i+200])
-M = np.concatenate(M) > 0.5; A = sc.assignment(); gt = d["amodal"][:, 0]; P = d["pose"][:, 0]
+M, A, d = parse_test(ck, data, n, ("pose",))
+M = M > 0.5; gt = d["amodal"][:, 0]; P = d["pose"][:, 0]
 print("pose sample", P[0])
 for j in range(3):
     sel = np.nonzero(d["present"][:, j])[0]
