@@ -16,7 +16,6 @@ for j in range(3):
     fold = {0: 1e9, 1: np.pi / 2, 2: 2 * np.pi / 3}[j]
     ang = np.mod(pose[:, 2], fold) if j else np.zeros(len(sel))
     area = g.sum((1, 2))
-    ys, xs = np.nonzero(g.any(2)), None
     border = np.array([min(np.nonzero(gg.any(1))[0].min(), 63 - np.nonzero(gg.any(1))[0].max(),
                            np.nonzero(gg.any(0))[0].min(), 63 - np.nonzero(gg.any(0))[0].max()) for gg in g])
     print(f"slot{j} mean {iou.mean():.3f}")
