@@ -147,6 +147,27 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class RefineConfig:
+    """Test-time pose refinement (flowcaps.refine), an extension: the paper parses in one pass.
+
+    Each image's K poses, started from the encoder's, are fitted to that image alone by the
+    layered flat-colour appearance loss (losses.appearance_loss) with Adam and a cosine step
+    size; shape codes, depths and the networks stay fixed, and no label is read. Only pixels
+    within `band` px of an intensity change enter the loss: elsewhere every mask is saturated
+    and gives no gradient to the poses.
+    """
+
+    steps: int = 60  # 0 = off: the encoder's poses
+    lr: float = 3e-3  # Adam's step on the pose numbers (image frame [-1, 1], radians, scale)
+    band: int = 2
+
+    def validate(self) -> None:
+        if self.steps < 0 or self.lr <= 0 or self.band < 0:
+            raise FlowcapsError(f"refine needs steps >= 0, lr > 0 and band >= 0, got "
+                                f"steps={self.steps}, lr={self.lr}, band={self.band}")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """A training run: the model, the run folder and every optimisation choice."""
 
