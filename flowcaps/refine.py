@@ -35,6 +35,7 @@ def edge_band(images: torch.Tensor, radius: int) -> torch.Tensor:
 def refine_poses(model: FlowCapsules, images: torch.Tensor, shape: torch.Tensor, pose: torch.Tensor,
                  depth: torch.Tensor, cfg: RefineConfig) -> torch.Tensor:
     """-> pose (B, K, 4) fitted to `images` (B, 3, H, W) from the start `pose`; see the module."""
+    cfg.validate()
     if cfg.steps == 0:
         return pose
     b, _, h, w = images.shape
