@@ -413,10 +413,10 @@ def long_profile(out: str = "runs/flowcaps-long") -> TrainConfig:
     10k test pairs; results/flowcaps_geo_long_seed0.json): amodal IoU .958 fixed and per image
     (circle .949, square .964, triangle .965), against .922 for the quick record of seed 0.
     Seed 1 (2.54M pairs; results/flowcaps_geo_long_seed1.json): .958 (.944, .969, .968).
-    Squares and triangles are drawn a fraction of a pixel small along their visible outline;
-    12-minute fine-tunes of that checkpoint (results/long-finetune-2026-11-26) moved them no
-    more with w_center at the paper's 1e-2, without the blurred levels, or with the
-    occlusion-aware loss than a control fine-tune with nothing changed.
+    12-minute fine-tunes of that checkpoint (results/long-finetune-2026-11-26) moved squares and
+    triangles no more with w_center at the paper's 1e-2, without the blurred levels, or with the
+    occlusion-aware loss than a control fine-tune with nothing changed. What they miss is mostly
+    the pixels that the generator's 4x4 subsamples cover exactly half (results/refine-2026-11-27).
     """
     return quick_profile(out).replace(max_minutes=135.0)
 

@@ -4,10 +4,12 @@ Letters: B batch, K capsules, P band pixels, H, W image side.
 
 The encoder regresses poses in one pass, and its errors are what the amodal IoU of the long
 runs loses: with each capsule's shape kept and only its 4 pose numbers fitted to the ground
-truth, the long checkpoint's Geo circles went from .946 to .993 and squares from .965 to .997
-(500 test pairs; results/refine-2026-11-27). Refinement gets part of that without any label:
-it descends the layered flat-colour appearance loss of the one image (the trainer's
-`w_appearance` term) in the poses alone. See config.RefineConfig.
+truth, the long checkpoint's Geo circles went from .946 to .993 (500 test pairs;
+results/refine-2026-11-27). Refinement gets most of that without any label: it descends the
+layered flat-colour appearance loss of the one image (the trainer's `w_appearance` term) in the
+poses alone. On the 10k Geo test pairs it took the long checkpoint from .958 to .977 (circle
+.949 -> .981); what squares and triangles still miss are pixels exactly half covered, which
+the image cannot place (see that folder). See config.RefineConfig.
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ def refine_poses(model: FlowCapsules, images: torch.Tensor, shape: torch.Tensor,
                 group["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * step / cfg.steps))
             pm = model.masks_at(shape.detach(), x, depth.detach(), u)
             # Each image's loss only reaches its own poses, and Adam is invariant to the batch
-            # mean's 1/B, so a batch refines its images independently.
+            # mean's 1/B (up to its epsilon), so a batch refines its images independently.
             loss = appearance_loss(pm.visible, target, weight)
             (grad,) = torch.autograd.grad(loss, x)
             x.grad = grad

@@ -168,5 +168,6 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
         return dataclasses.replace(plain, masks=_np(pm.masks.view(b, k, h, w)),
                                    visible=_np(pm.visible.view(b, k, h, w)))
 
+
 def _np(t) -> np.ndarray:
     return t.float().cpu().numpy()
