@@ -1,9 +1,10 @@
 # Refinement sweeps: only pixels within R px of an image edge enter the appearance loss (R < 0:
 # every pixel); SCHED cos (cosine step decay, RefineConfig's) or const.
 # usage: refine2.py CHECKPOINT DATA N STEPS LR R [SCHED]
-import sys, os, time, json, numpy as np, torch, torch.nn.functional as F, flowcaps
+import sys, os, time, json, numpy as np, torch, flowcaps
 from flowcaps import geometry
 from flowcaps.losses import appearance_loss
+from flowcaps.refine import edge_band
 from geogen.dataset import read_split
 from benchmark.metrics import SegmentationScore
 ck, data, n, steps, lr, R = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
@@ -25,10 +26,7 @@ for i in range(0, n, B):
         pm = m.masks_at(shape, pose, depth, u)
     sc0.update(pm.masks.view(b, -1, H, H).numpy(), pm.visible.view(b, -1, H, H).numpy(),
                d["amodal"][i:i+B, 0], d["visible"][i:i+B, 0], d["present"][i:i+B])
-    # edge band: local max - local min over a (2R+1) window, any channel
-    k = 2 * max(R, 0) + 1
-    rng = (F.max_pool2d(img, k, 1, k // 2) + F.max_pool2d(-img, k, 1, k // 2)).amax(1).flatten(1)  # (B, HW)
-    band = rng > 1e-3 if R >= 0 else torch.ones_like(rng, dtype=torch.bool)
+    band = edge_band(img, R) if R >= 0 else torch.ones(b, H * H, dtype=torch.bool)  # (B, HW)
     P = int(band.sum(1).max()); npts.append(band.sum(1).float().mean().item())
     order = torch.sort(band.float(), dim=1, descending=True, stable=True).indices[:, :P]  # (B, P)
     wgt = band.gather(1, order).float()  # (B, P)
