@@ -77,11 +77,20 @@ def check_choice(dataset: str, profile: str) -> None:
         raise BenchmarkError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
 
 
-def ensure_dataset(dataset: str, profile: str, root: Path, progress: bool = True) -> Path:
-    """Reuse the dataset at `root` when it is there (checking variant and size); else make it."""
+def ensure_dataset(dataset: str, profile: str, root: Path, progress: bool = True,
+                   default_root: bool = True) -> Path:
+    """Reuse the dataset at `root` when it is there, else make it.
+
+    A folder passed by the user is checked for variant and size only; the profile's own folder
+    must also have been made with the generator's current settings (supersample), so that an
+    old default folder is not scored as if it were the current data.
+    """
     from geogen.errors import GeogenError
+    from geogen.make import MakeConfig, make_dataset
     from geogen.shards import read_manifest
     want = DATA_PROFILES[profile]
+    cfg = MakeConfig(variant=dataset, n=want.n, val=want.val, test=want.test, size=want.size,
+                     frames=2, seed=DATA_SEED, out=str(root))
     if (root / "manifest.json").is_file():
         try:
             manifest = read_manifest(root)
@@ -91,14 +100,22 @@ def ensure_dataset(dataset: str, profile: str, root: Path, progress: bool = True
         if have != (dataset, want.size):
             raise BenchmarkError(f"{root} holds {have[0]} at {have[1]} px, but {dataset} at "
                                  f"{want.size} px is needed; pass another --data folder")
+        ss = data_supersample(manifest)
+        if default_root and ss != cfg.supersample:
+            raise BenchmarkError(f"{root} was made with --supersample {ss}, the generator now "
+                                 f"uses {cfg.supersample}; move that folder away (or pass it "
+                                 f"with --data)")
         return root
-    from geogen.make import MakeConfig, make_dataset
-    cfg = MakeConfig(variant=dataset, n=want.n, val=want.val, test=want.test, size=want.size,
-                     frames=2, seed=DATA_SEED, out=str(root))
     try:
         return Path(make_dataset(cfg, resume=True, progress=progress))
     except GeogenError as err:
         raise BenchmarkError(f"making {dataset} in {root}: {err}") from None
+
+
+def data_supersample(manifest: dict) -> int | None:
+    """The subsample count a dataset was made with (None for an imported one)."""
+    value = manifest.get("config", {}).get("supersample")
+    return None if value is None else int(value)
 
 
 def read_checked(root: Path, split: str, fields: tuple[str, ...],
@@ -184,10 +201,11 @@ def run(req: RunRequest, progress: bool = True, echo=print) -> list[Path]:
         raise BenchmarkError(f"checkpoint {req.checkpoint} does not exist")  # before making data
     root = Path(req.data) if req.data else default_data_root(req.dataset, req.profile)
     t0 = time.time()
-    ensure_dataset(req.dataset, req.profile, root, progress)
+    ensure_dataset(req.dataset, req.profile, root, progress, default_root=req.data is None)
     data_s = time.time() - t0
-    from geogen.shards import manifest_hash
+    from geogen.shards import manifest_hash, read_manifest
     data_info = {"root": str(root), "manifest_hash": manifest_hash(root),
+                 "supersample": data_supersample(read_manifest(root)),
                  "profile": asdict(DATA_PROFILES[req.profile]), "data_seed": DATA_SEED}
     written = []
     for seed in req.seeds:

@@ -65,8 +65,8 @@ def main():
 @click.option("--out", default="data/geo", show_default=True, help="output folder")
 @click.option("--workers", default="auto", show_default=True, help="processes, or 'auto'")
 @click.option("--shard-size", type=int, default=10000, show_default=True)
-@click.option("--supersample", type=int, default=4, show_default=True,
-              help="per-axis subsamples at shape edges (an odd count leaves no pixel exactly half covered)")
+@click.option("--supersample", type=int, default=5, show_default=True,
+              help="per-axis subsamples at shape edges (odd: no pixel is exactly half covered)")
 @click.option("--motion", default="translation", show_default=True,
               help="translation (the paper's) or conformal (adds rotation and scaling)")
 @click.option("--backgrounds", default=None, metavar="DIR",

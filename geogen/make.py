@@ -51,7 +51,10 @@ class MakeConfig:
     out: str = "data/geo"
     workers: int = 0            # 0: one per available core
     shard_size: int = 10000
-    supersample: int = 4        # per-axis subsamples for edge coverage (PSD: 512 -> 128, i.e. 4)
+    # Per-axis subsamples for edge coverage. Odd, so that no pixel is covered exactly half:
+    # with 4 (PSD renders 512 px and shrinks to 128, i.e. 4) one edge row in four along a
+    # row- or column-aligned side is a tie that the image cannot settle (geogen.schema).
+    supersample: int = 5
     motion: str = "translation"  # or "conformal" (geogen.scene: per-frame rotation and scaling)
     backgrounds: str | None = None  # geo+: image folder, None for the bundled photographs
     textures: str | None = None     # geo+: image folder, None for the bundled textures

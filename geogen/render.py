@@ -139,7 +139,7 @@ def _box(pose_ts: np.ndarray, kind: str, size: int) -> tuple[int, int, int, int]
 
 
 def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, size: int,
-                supersample: int = 4) -> dict[str, np.ndarray]:
+                supersample: int = 5) -> dict[str, np.ndarray]:
     """Render T frames of S slots at side `size`.
 
     Work is confined to each slot's bounding box, so its cost grows with the shapes' area.

@@ -63,6 +63,17 @@ def test_mismatched_image_size_and_dataset_are_refused(tiny_geo):
     assert ensure_dataset("geo", "smoke", tiny_geo) == tiny_geo  # reused, not remade
 
 
+def test_a_default_folder_made_with_other_subsamples_is_refused(tmp_path):
+    from geogen.make import MakeConfig, make_dataset
+    root = make_dataset(MakeConfig(variant="geo", n=4, val=0, test=2, size=SIZE, seed=0,
+                                   out=str(tmp_path / "geo"), workers=1, supersample=4),
+                        progress=False)
+    with pytest.raises(BenchmarkError, match="--supersample 4"):
+        ensure_dataset("geo", "smoke", root)
+    # a folder the user names is taken as it is
+    assert ensure_dataset("geo", "smoke", root, default_root=False) == root
+
+
 def test_run_writes_a_record_and_a_rerun_skips_it(tiny_geo, tmp_path):
     from benchmark.records import read_record
     from benchmark.runner import RunRequest, run
