@@ -5,8 +5,10 @@ Which records fill which cell:
 - A Table 3 row "axis = value" uses runs whose resolved `axes` has that value and
   whose overrides touch no other axis; so the default run also fills its own rows
   (K=8, |s|=27, depth ordering on).
-- A cell shows the highest-fidelity profile that has runs (paper, then gpu, quick,
-  smoke), as mean +- sample std over seeds, with the profile and seed count.
+- A cell shows the highest-fidelity profile that has runs (paper, then long, gpu, quick,
+  smoke), as mean +- sample std over seeds, with the profile and seed count. Runs on data made
+  with the generator's current settings come first; a cell that only older data fills says
+  which (e.g. "4x4 data": the edge subsamples, see geogen.schema).
 - Table 1 and Table 3 report amodal IoU with the fixed capsule-to-slot assignment
   (benchmark.metrics); Table 2 the k-means test accuracies (benchmark.clustering).
 """
@@ -19,9 +21,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmark.paper import paper_value
+from geogen.make import MakeConfig
+
+CURRENT_SUPERSAMPLE = MakeConfig().supersample
+# Records written before they noted it were all made with 4, the generator's only default
+# until 2026-11-27.
+LEGACY_SUPERSAMPLE = 4
 
 # Best first: the paper's scale, then by training pairs seen (long: 2.95M pairs in its 135
-# minutes on a 2-core CPU; gpu: 2.4M in 6.25 minutes), then the 23-minute quick runs.
+# minutes on a 2-core CPU; gpu: 1.5M in 5.25 minutes), then the 23-minute quick runs.
 PROFILE_ORDER = ("paper", "long", "gpu", "quick", "smoke")
 DATASET_TITLES = {"geo": "Geo", "geo+": "Geo+"}
 METHOD_TITLES = {"rnem": "R-NEM", "psd": "PSD", "flowcaps": "FlowCapsules", "scae": "SCAE"}
@@ -50,6 +58,7 @@ class Cell:
     profile: str | None = None
     paper: float | None = None
     na: str = ""  # why the cell cannot hold a number (dataset not public, not in the paper)
+    data: str = ""  # which older data the runs used, "" for the current data
 
     def ours(self) -> str:
         if self.na:
@@ -57,10 +66,11 @@ class Cell:
         if not self.values:
             return "-"
         mean = float(np.mean(self.values))
+        where = self.profile + (f", {self.data}" if self.data else "")
         if len(self.values) == 1:
-            return f"{mean:.3f} ({self.profile})"
+            return f"{mean:.3f} ({where})"
         std = float(np.std(self.values, ddof=1))
-        return f"{mean:.3f} ± {std:.3f} ({self.profile}, {len(self.values)} seeds)"
+        return f"{mean:.3f} ± {std:.3f} ({where}, {len(self.values)} seeds)"
 
     def theirs(self) -> str:
         return "" if self.na else ("?" if self.paper is None else f"{self.paper:.2f}")
@@ -75,15 +85,23 @@ class Table:
     missing: set[str] = field(default_factory=set)  # commands that would fill "-" cells
 
 
-def _select(records: list[dict], method: str, dataset: str, keep) -> Cell:
-    """The cell for records of a method and dataset that pass `keep`, best profile first."""
+def _supersample(r: dict) -> int:
+    return int(r.get("data", {}).get("supersample") or LEGACY_SUPERSAMPLE)
+
+
+def _select(records: list[dict], method: str, dataset: str, keep, paper=None) -> Cell:
+    """The cell for records of a method and dataset that pass `keep`: runs on the current data
+    if there are any, then the best profile."""
     chosen = [r for r in records if r["method"] == method and r["dataset"] == dataset and keep(r)]
+    current = [r for r in chosen if _supersample(r) == CURRENT_SUPERSAMPLE]
     for profile in PROFILE_ORDER:
-        runs = [r for r in chosen if r["profile"] == profile]
+        runs = [r for r in current or chosen if r["profile"] == profile]
         if runs:
+            older = sorted({_supersample(r) for r in runs} - {CURRENT_SUPERSAMPLE})
             return Cell(values=tuple(v for v in (r["_value"] for r in runs) if v is not None),
-                        profile=profile)
-    return Cell()
+                        profile=profile, paper=paper,
+                        data=" and ".join(f"{s}x{s}" for s in older) + " data" if older else "")
+    return Cell(paper=paper)
 
 
 def _with_value(records: list[dict], getter) -> list[dict]:
@@ -110,8 +128,8 @@ def table1(records: list[dict]) -> Table:
             recs = _with_value(records, lambda m, row=row: m["amodal_iou"][row])
             cells = []
             for m in methods:
-                c = _select(recs, m, ds, _no_overrides)
-                cells.append(Cell(c.values, c.profile, paper_value(1, ds, m, row)))
+                c = _select(recs, m, ds, _no_overrides, paper_value(1, ds, m, row))
+                cells.append(c)
                 if c.profile is None:
                     t.missing.add(f"flowbench run {m} --dataset {ds}")
             t.rows.append(([DATASET_TITLES[ds], row], cells))
@@ -127,8 +145,8 @@ def table2(records: list[dict]) -> Table:
         for ds in ("geo", "geo+"):
             for n in (4, 100):
                 recs = _with_value(records, lambda met, n=n: met[f"kmeans_{n}"])
-                c = _select(recs, m, ds, _no_overrides)
-                cells.append(Cell(c.values, c.profile, paper_value(2, ds, m, f"N={n}")))
+                c = _select(recs, m, ds, _no_overrides, paper_value(2, ds, m, f"N={n}"))
+                cells.append(c)
                 if c.profile is None:
                     t.missing.add(f"flowbench run {m} --dataset {ds}")
         t.rows.append(([METHOD_TITLES[m]], cells))
@@ -154,8 +172,9 @@ def table3(records: list[dict]) -> Table:
             if ds not in datasets:
                 cells.append(Cell(na="n/a"))  # the paper ran this axis on Geo only
                 continue
-            c = _select(recs, "flowcaps", ds, _ablation_keep(axis, value))
-            cells.append(Cell(c.values, c.profile, paper_value(3, ds, "flowcaps", label)))
+            c = _select(recs, "flowcaps", ds, _ablation_keep(axis, value),
+                        paper_value(3, ds, "flowcaps", label))
+            cells.append(c)
             if c.profile is None:
                 t.missing.add(f"flowbench ablate --dataset {ds}")
         t.rows.append(([label], cells))
@@ -178,7 +197,9 @@ def _body(t: Table) -> list[list[str]]:
 
 LEGEND = ("ours: mean ± std over seeds (profile, seeds), from the result records; "
           "paper: Sabour et al., ICML 2021 (benchmark/data/paper.json); "
-          "? = a paper number not transcribed; - = no run yet.")
+          "? = a paper number not transcribed; - = no run yet; \"4x4 data\": runs on data made "
+          "with the generator's former 4 x 4 edge subsamples (geogen.schema), shown only where "
+          "no run on the current data fills the cell.")
 
 
 def render_markdown(tables: list[Table]) -> str:
@@ -226,7 +247,7 @@ def render_csv(tables: list[Table]) -> str:
                 mean = f"{np.mean(c.values):.6f}" if n else ""
                 std = f"{np.std(c.values, ddof=1):.6f}" if n > 1 else ""
                 paper = "" if c.paper is None else c.paper
-                note = c.na
+                note = c.na or c.data
                 w.writerow([t.title.split(":")[0], " / ".join(labels), col, mean, std, n,
                             c.profile or "", paper, note])
     return buf.getvalue()

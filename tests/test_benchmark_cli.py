@@ -13,7 +13,7 @@ def _write(results, **over):
         axes=Axes(8, 27, 3, True), variant=Axes(),
         metrics={"amodal_iou": {"circle": 0.9, "square": 0.8, "triangle": 0.7, "all": 0.85},
                  "kmeans_4": 0.5, "kmeans_100": 0.6},
-        config={}, data={}, checkpoint=None, device="cpu", wall={}, started_at=records.now(),
+        config={}, data={"supersample": 5}, checkpoint=None, device="cpu", wall={}, started_at=records.now(),
         command="flowbench run flowcaps")
     rec.update(over)
     return records.write_record(results, rec)

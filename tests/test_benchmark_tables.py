@@ -8,12 +8,13 @@ from benchmark.paper import paper_cells, paper_value
 
 
 def _rec(method="flowcaps", dataset="geo", profile="quick", seed=0, all_iou=0.9,
-         axes=(8, 27, 3, True), variant=None, k4=0.8):
+         axes=(8, 27, 3, True), variant=None, k4=0.8, supersample=5):
     names = ("num_capsules", "shape_dim", "decoder_depth", "depth_ordering")
     variant = variant or {}
     return {"method": method, "dataset": dataset, "profile": profile, "seed": seed,
             "axes": dict(zip(names, axes)),
             "variant": {n: variant.get(n) for n in names},
+            "data": {} if supersample is None else {"supersample": supersample},
             "metrics": {"amodal_iou": {"circle": all_iou, "square": all_iou,
                                        "triangle": all_iou, "all": all_iou},
                         "kmeans_4": k4, "kmeans_100": None}}
@@ -45,6 +46,18 @@ def test_best_profile_wins_and_ablation_runs_stay_out_of_table1():
             _rec(all_iou=0.1, axes=(4, 27, 3, True), variant={"num_capsules": 4})]
     c = _cell(tables.table1(recs), ["Geo", "all"], "FlowCapsules")
     assert c.values == (0.96,) and c.profile == "paper"
+
+
+def test_current_data_wins_and_older_data_is_named():
+    old_long = _rec(profile="long", all_iou=0.96, supersample=None)  # written before the field
+    t = tables.table1([old_long, _rec(profile="gpu", all_iou=0.92)])
+    assert _cell(t, ["Geo", "all"], "FlowCapsules").ours() == "0.920 (gpu)"
+    c = _cell(tables.table1([old_long, _rec(profile="quick", all_iou=0.9, supersample=4)]),
+              ["Geo", "all"], "FlowCapsules")
+    assert c.ours() == "0.960 (long, 4x4 data)"
+    rows = list(csv.DictReader(io.StringIO(tables.render_csv([tables.table1([old_long])]))))
+    assert {r["note"] for r in rows if r["row"] == "Geo / all" and r["column"] == "FlowCapsules"} \
+        == {"4x4 data"}
 
 
 def test_table3_rows_pick_matching_axes_only():
