@@ -101,6 +101,10 @@ class LoadedModel:
     config: dict[str, Any]  # the model's configuration, JSON-ready
     axes: Axes  # the Table 3 axes it was built with (None where not applicable)
     image_size: int  # the image side it expects
+    # What the checkpoint says of its own training (its train config, pairs seen, ...), recorded
+    # beside the metrics so that an evaluation of a given checkpoint keeps its provenance;
+    # None when the checkpoint holds no such thing.
+    trained_with: dict[str, Any] | None = None
 
 
 class Method(Protocol):

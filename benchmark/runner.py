@@ -243,7 +243,10 @@ def run(req: RunRequest, progress: bool = True, echo=print) -> list[Path]:
         rec = records.make_record(
             method=method.name, dataset=req.dataset, profile=req.profile, seed=seed,
             run_seed=run_seed, axes=loaded.axes, variant=req.variant, metrics=metrics,
-            config={"train": train_config_used, "model": loaded.config}, data=data_info,
+            # "train": the config this run trained with (None when it evaluated a given
+            # checkpoint); "trained_with": what the evaluated checkpoint says of its training.
+            config={"train": train_config_used, "model": loaded.config,
+                    "trained_with": loaded.trained_with}, data=data_info,
             checkpoint=str(checkpoint), device=req.device, wall=wall, started_at=started)
         path = records.write_record(req.results, rec)
         data_s = 0.0  # only the first seed paid for the data

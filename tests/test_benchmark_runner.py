@@ -86,6 +86,8 @@ def test_run_writes_a_record_and_a_rerun_skips_it(tiny_geo, tmp_path):
     assert path.name == "flowcaps_geo_smoke_seed0.json"
     assert rec["data"]["manifest_hash"] == manifest_hash(tiny_geo)
     assert rec["config"]["train"]["model"]["image_size"] == SIZE
+    assert rec["config"]["trained_with"]["config"]["seed"] == rec["run_seed"]
+    assert rec["config"]["trained_with"]["meta"]["pairs"] > 0
     # The paper's K = 8 and |s| = 27, read back from the trained checkpoint.
     assert (rec["axes"]["num_capsules"], rec["axes"]["shape_dim"]) == (8, 27)
     assert any(line.startswith("amodal IoU (fixed assignment): all ") for line in lines)

@@ -12,6 +12,7 @@ flowcaps and torch are imported inside the functions so that `flowbench table` a
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +82,11 @@ class FlowCapsulesMethod:
             raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
         import torch
         device = "cuda" if torch.cuda.is_available() else "cpu"  # evaluation where it is fastest
+        from flowcaps.checkpoint import meta_of, read
         try:
             model = flowcaps.load(checkpoint, device=device)
+            blob = read(checkpoint)
+            trained_with = {"config": json.loads(blob["config"]), "meta": meta_of(blob)}
         except flowcaps.FlowcapsError as err:
             raise BenchmarkError(f"cannot load {checkpoint} as a flowcaps checkpoint: {err}") from None
         model.eval()
@@ -90,7 +94,7 @@ class FlowCapsulesMethod:
         axes = Axes(num_capsules=m.num_capsules, shape_dim=m.shape_dim,
                     decoder_depth=m.dec_depth, depth_ordering=m.depth_ordering)
         return LoadedModel(model=model, config=dataclasses.asdict(m), axes=axes,
-                           image_size=m.image_size)
+                           image_size=m.image_size, trained_with=trained_with)
 
     def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray) -> Prediction:
         """`model.parse(img0)` and `model.flow(img0, img1)` from one decoder pass.
