@@ -32,7 +32,15 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
 
 def test_two_gloo_ranks_end_with_identical_weights(tmp_path):
     world = 2
-    mp.spawn(_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world, join=True)
+    for attempt in range(3):
+        # The port is free when picked but released before rank 0 binds it, so another
+        # process can take it in between: then pick another.
+        try:
+            mp.spawn(_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world, join=True)
+            break
+        except mp.ProcessRaisedException as err:
+            if "address already in use" not in str(err).lower() or attempt == 2:
+                raise
     w0 = torch.load(tmp_path / "rank0.pt", weights_only=True)
     w1 = torch.load(tmp_path / "rank1.pt", weights_only=True)
     assert all(torch.equal(w0[k], w1[k]) for k in w0)
