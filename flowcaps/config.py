@@ -408,9 +408,11 @@ def long_profile(out: str = "runs/flowcaps-long") -> TrainConfig:
     a 135-minute budget (about 2.7M pairs at the quick profile's rate), the cosine schedule and
     the ramps stretched to match. Nothing else changes, so it measures what more training buys.
 
-    Measured (`flowbench run flowcaps --profile long --seeds 0`, 2-core AMD EPYC, 2.95M pairs,
-    10k test pairs; results/flowcaps_geo_long_seed0.json): amodal IoU .958 fixed and per image
-    (circle .949, square .964, triangle .965), against .922 for the quick record of seed 0.
+    Measured (`flowbench run flowcaps --profile long --seeds 0`, 2-core AMD EPYC, 10k test
+    pairs): on the 5 x 5 data (2.40M pairs; results/flowcaps_geo_long_seed0.json) .952 (circle
+    .915, square .979, triangle .978; .974 with pose refinement, squares .9995, triangles .998);
+    on the 4 x 4 data (2.95M pairs; results/geo-4x4/flowcaps_geo_long_seed0.json) .958 fixed and
+    per image (circle .949, square .964, triangle .965), against .922 for the quick record.
     Seed 1 (2.54M pairs; results/flowcaps_geo_long_seed1.json): .958 (.944, .969, .968).
     12-minute fine-tunes of that checkpoint (results/long-finetune-2026-11-26) moved squares and
     triangles no more with w_center at the paper's 1e-2, without the blurred levels, or with the
