@@ -101,7 +101,7 @@ def ensure_dataset(dataset: str, profile: str, root: Path, progress: bool = True
             raise BenchmarkError(f"{root} holds {have[0]} at {have[1]} px, but {dataset} at "
                                  f"{want.size} px is needed; pass another --data folder")
         ss = data_supersample(manifest)
-        if default_root and ss != cfg.supersample:
+        if default_root and ss is not None and ss != cfg.supersample:  # None: imported data
             raise BenchmarkError(f"{root} was made with --supersample {ss}, the generator now "
                                  f"uses {cfg.supersample}; move that folder away (or pass it "
                                  f"with --data)")
