@@ -57,18 +57,21 @@ def main() -> None:
 @click.option("--max-minutes", type=float, default=None, help="stop gracefully after this long")
 @click.option("--max-pairs", type=int, default=None, help="use only the first N training pairs")
 @click.option("--seed", type=int, default=None)
+@click.option("--init", type=click.Path(), default=None,
+              help="start from this checkpoint's weights (a fine-tune; optimizer and schedules afresh)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="any TrainConfig field, or model.FIELD for the model (repeatable)")
 @click.option("--config", "config_file", type=click.Path(), default=None,
               help="a TrainConfig JSON file to start from instead of --profile")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed, sets,
-          config_file, quiet) -> None:
+def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed, init,
+          sets, config_file, quiet) -> None:
     """Train on the DATA geogen dataset; resumes when --out holds a checkpoint."""
     try:
         cfg: TrainConfig = PROFILES[profile]() if config_file is None else _read_config(config_file)
         flags = {"out": out, "device": device, "epochs": epochs, "batch_size": batch_size,
-                 "lr": lr, "max_minutes": max_minutes, "max_pairs": max_pairs, "seed": seed}
+                 "lr": lr, "max_minutes": max_minutes, "max_pairs": max_pairs, "seed": seed,
+                 "init": init}
         changes = {k: v for k, v in flags.items() if v is not None}
         changes.update(_parse_set(sets))
         cfg = cfg.replace(**changes)

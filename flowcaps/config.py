@@ -255,6 +255,12 @@ class TrainConfig:
     # CPU processes `flowcaps.train` starts (torchrun, see flowcaps.launch); 0 = one per core.
     cpu_ranks: int = 1
     checkpoint_minutes: float = 2.0
+    # Start from this checkpoint's weights (a fine-tune): the optimizer, the schedules and the
+    # step count start afresh, and its model config must equal this run's. Everything the
+    # schedules set starts again too, so a fine-tune of a trained model usually also sets
+    # prior_anneal 0 (keep the faded prior as trained) and center_warmup 0. A resumed run reads
+    # its own checkpoint instead. None = random weights from `seed`.
+    init: str | None = None
     explode_factor: float = 50.0  # loss above this many times its running median -> stop
     log_every: int = 20  # steps between CSV rows
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -180,6 +181,18 @@ def _check_resume(saved: TrainConfig, cfg: TrainConfig, path: Path) -> None:
                             f"use a new --out folder or the same settings")
 
 
+def _load_init(model: FlowCapsules, cfg: TrainConfig) -> dict[str, Any]:
+    """Load `cfg.init`'s weights into `model`; returns what the run's meta records of it."""
+    blob = checkpoint.read(cfg.init)
+    saved = checkpoint.config_of(blob).model
+    if saved != cfg.model:
+        diff = sorted(k for k, v in saved.__dict__.items() if v != getattr(cfg.model, k))
+        raise FlowcapsError(f"init checkpoint {cfg.init} has another model config (fields {diff})")
+    model.load_weights(blob["model"])
+    digest = hashlib.sha256(Path(cfg.init).read_bytes()).hexdigest()
+    return {"path": str(cfg.init), "sha256": digest, "meta": checkpoint.meta_of(blob)}
+
+
 def _dist_setup(device: torch.device) -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -258,6 +271,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         if "optimizer" in blob:
             opt.load_state_dict(blob["optimizer"])
         state.update(json.loads(blob.get("progress", "{}")))
+    elif cfg.init:
+        meta = {**(meta or {}), "init": _load_init(model, cfg)}
     meta = {**(meta or {}), "pairs_total": local * world, "world_size": world}
 
     loss_module: nn.Module = _LossModule(model, cfg)

@@ -157,3 +157,27 @@ def test_a_resumed_runs_log_is_rewritten_under_the_current_columns(tmp_path):
     before = old.read_text()
     _upgrade_log(old)  # already current: untouched
     assert old.read_text() == before
+
+
+def test_init_starts_from_a_checkpoints_weights(tmp_path):
+    """`init` loads another run's weights (model config must match); a resume ignores it."""
+    pairs = tiny_pairs()
+    base = train_mod.fit(tiny_config(tmp_path / "a"), pairs, progress=False)
+    # A near-zero step keeps the weights where they started: the base's with init, the
+    # seed's fresh ones without.
+    tuned = train_mod.fit(tiny_config(tmp_path / "b", lr=1e-12, init=str(base)), pairs, progress=False)
+    fresh = train_mod.fit(tiny_config(tmp_path / "c", lr=1e-12), pairs, progress=False)
+    a, b, c = _weights(base), _weights(tuned), _weights(fresh)
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert not all(torch.allclose(a[k], c[k], atol=1e-6) for k in a)
+    meta = checkpoint.meta_of(checkpoint.read(tuned))
+    assert meta["init"]["path"] == str(base) and len(meta["init"]["sha256"]) == 64
+    assert meta["init"]["meta"]["step"] == 8  # the base run's own record travels with it
+    assert checkpoint.config_of(checkpoint.read(tuned)).init == str(base)
+    with pytest.raises(FlowcapsError, match=r"another model config \(fields \['num_capsules'\]\)"):
+        train_mod.fit(tiny_config(tmp_path / "d", init=str(base), model={"num_capsules": 4}),
+                      pairs, progress=False)
+    with pytest.raises(FlowcapsError, match="no checkpoint"):
+        train_mod.fit(tiny_config(tmp_path / "e", init=str(tmp_path / "none.pt")), pairs, progress=False)
+    base.unlink()  # resuming "b" reads its own checkpoint, not the init
+    train_mod.fit(tiny_config(tmp_path / "b", lr=1e-12, init=str(base)), pairs, progress=False)
