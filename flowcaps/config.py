@@ -227,7 +227,11 @@ class TrainConfig:
     # results/quick-exp-2026-11-26d): w_overlap 0.05 from 0.4 of the run scored .524 (per image
     # .731; the record without it .825). The triangles reached .922, but each circle and square
     # was cut in two: the two capsules stacked on it shared it out, half each, instead of one
-    # leaving (circles .389, squares .334).
+    # leaving (circles .389, squares .334). Those capsules read their shape codes from the
+    # image. With one learned code per capsule (shape_code "capsule") a capsule cannot take half
+    # a shape: a 14-minute fine-tune of the long checkpoint at 0.05 removed its second circle
+    # capsule (circle .915 -> .941, visible IoU .599 -> .907 on the 10k test pairs;
+    # results/overlap-2026-11-27).
     overlap_start: float = 0.0
     # Weight of losses.consistency_loss (each capsule's canonical mask the same in every image,
     # ramped in with w_center); 0 = off (the paper). Measured in quick runs (see quick_profile):
@@ -424,6 +428,9 @@ def long_profile(out: str = "runs/flowcaps-long") -> TrainConfig:
     triangles no more with w_center at the paper's 1e-2, without the blurred levels, or with the
     occlusion-aware loss than a control fine-tune with nothing changed. What they miss is mostly
     the pixels that the generator's 4x4 subsamples cover exactly half (results/refine-2026-11-27).
+    The 5 x 5 seed-0 run drew every circle with two capsules, one in front of the other; a
+    14-minute fine-tune with the overlap term (w_overlap) removed the second one: .962 (circle
+    .941; results/overlap-2026-11-27).
     """
     return quick_profile(out).replace(max_minutes=135.0)
 
