@@ -1,7 +1,11 @@
-"""Per capsule, against each class: mean amodal IoU, mean visible IoU, mean amodal prob inside the
-gt amodal mask, mean visibility inside the gt visible region, and how often the capsule is the
-per-image best amodal match. First N test pairs, frame 0.
-    python dupes.py CHECKPOINT DATA [N]"""
+"""Per capsule, against each class: mean amodal IoU, mean visible IoU, mean amodal probability
+inside the ground-truth amodal mask, mean visibility inside the ground-truth visible region, and
+how often the capsule is the image's best amodal match; then the fixed and per-image scores
+(benchmark.metrics.SegmentationScore, assignment chosen on these pairs). Frame 0 of the first N
+test pairs.
+
+    python results/overlap-2026-11-27/dupes.py CHECKPOINT DATA [N]
+"""
 import sys
 import numpy as np
 import torch
