@@ -179,5 +179,6 @@ def test_init_starts_from_a_checkpoints_weights(tmp_path):
                       pairs, progress=False)
     with pytest.raises(FlowcapsError, match="no checkpoint"):
         train_mod.fit(tiny_config(tmp_path / "e", init=str(tmp_path / "none.pt")), pairs, progress=False)
-    base.unlink()  # resuming "b" reads its own checkpoint, not the init
-    train_mod.fit(tiny_config(tmp_path / "b", lr=1e-12, init=str(base)), pairs, progress=False)
+    base.unlink()  # resuming "b" reads its own checkpoint, not the init, and keeps its record
+    again = train_mod.fit(tiny_config(tmp_path / "b", lr=1e-12, init=str(base)), pairs, progress=False)
+    assert checkpoint.meta_of(checkpoint.read(again))["init"] == meta["init"]
