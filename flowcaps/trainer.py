@@ -271,8 +271,9 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         if "optimizer" in blob:
             opt.load_state_dict(blob["optimizer"])
         state.update(json.loads(blob.get("progress", "{}")))
-        if "init" in checkpoint.meta_of(blob):  # keep what the run started from
-            meta = {**(meta or {}), "init": checkpoint.meta_of(blob)["init"]}
+        started_from = checkpoint.meta_of(blob).get("init")
+        if started_from:  # keep what the run started from
+            meta = {**(meta or {}), "init": started_from}
     elif cfg.init:
         meta = {**(meta or {}), "init": _load_init(model, cfg)}
     meta = {**(meta or {}), "pairs_total": local * world, "world_size": world}
