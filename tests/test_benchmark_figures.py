@@ -41,3 +41,23 @@ def test_pair_rows_and_sheet_layout():
     assert sheet.size == (5 * (figures.TILE + figures.PAD) + figures.PAD,
                           3 * (figures.TILE + figures.LABEL_H + figures.PAD)
                           + figures.LABEL_H + 2 * figures.PAD)
+
+
+def test_a_methods_extras_are_drawn_as_extra_rows_and_checked():
+    import pytest
+
+    from benchmark.errors import BenchmarkError
+    k, h = 2, 8
+    extras = {"motion": np.full((1, 3, h, h), 0.25, np.float32),
+              "gamma": np.zeros((1, 1, h, h), np.float32)}
+    pred = Prediction(masks=np.zeros((1, k, h, h), np.float32),
+                      visible=np.full((1, k, h, h), 0.5, np.float32), flow=None,
+                      features=np.zeros((1, 4), np.float32), extras=extras)
+    pred.check(1, h)
+    rows = figures.pair_rows(np.zeros((3, h, h)), np.zeros((3, h, h)), None, pred, 0)
+    assert [[label for label, _ in r] for r in rows[3:]] == [["gamma 0"],
+                                                            ["motion 0", "motion 1", "motion 2"]]
+    bad = Prediction(pred.masks, pred.visible, None, pred.features,
+                     extras={"motion": np.full((1, 3, h, h), 2.0, np.float32)})
+    with pytest.raises(BenchmarkError, match=r"extras\['motion'\] must hold values in \[0, 1\]"):
+        bad.check(1, h)
