@@ -135,10 +135,6 @@ def show_data(dataset: str, size: int, pairs: int, supersample: int | None,
                              f"{seed} --out DIR, then pass --data DIR") from None
 
 
-def test_count(root: Path) -> int:
-    return int(read_manifest_checked(root)["counts"]["test"])
-
-
 def read_checked(root: Path, split: str, fields: tuple[str, ...],
                  limit: int | None) -> dict[str, np.ndarray]:
     """geogen.dataset.read_split with its errors as BenchmarkError."""
