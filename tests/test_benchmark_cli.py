@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -123,3 +124,31 @@ def test_show_refuses_missing_source_and_list_names_methods(tmp_path):
     assert res.exit_code == 1 and "does not exist" in res.output
     res = runner.invoke(main, ["list"])
     assert res.exit_code == 0 and "flowcaps" in res.output and "geo+" in res.output
+
+
+def test_checkpoint_runs_take_one_seed_and_ablate_checks_every_run_first(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("m.pt").write_bytes(b"x")
+    runner = CliRunner()
+    res = runner.invoke(main, ["run", "flowcaps", "--checkpoint", "m.pt", "--seeds", "0,1"])
+    assert res.exit_code == 1 and "--checkpoint evaluates one model" in res.output
+    res = runner.invoke(main, ["ablate", "--profile", "smoke", "--data", "missing"])
+    assert res.exit_code == 1 and res.output.startswith("Error: data folder missing does not")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]
+
+
+def test_every_flowbench_fault_row_names_tests_that_exist(in_repo):
+    """docs/faults.md's flowbench rows are kept true by tests: each one it names is here."""
+    import re
+    text = Path("docs/faults.md").read_text()
+    section = text.split("## flowbench", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) > 20
+    current = None  # "::name" and "same" refer to the file last named
+    for row in rows[1:]:
+        test_cell = row.rstrip(" |").rsplit(" | ", 1)[1]
+        assert test_cell, row
+        for ref in re.findall(r"`([\w./]*::\w+|[\w./]+\.py::\w+)`", test_cell):
+            file, name = ref.split("::")
+            current = file or current
+            assert re.search(rf"^def {name}\(", Path("tests", current).read_text(), re.M), ref

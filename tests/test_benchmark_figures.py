@@ -61,3 +61,21 @@ def test_a_methods_extras_are_drawn_as_extra_rows_and_checked():
                      extras={"motion": np.full((1, 3, h, h), 2.0, np.float32)})
     with pytest.raises(BenchmarkError, match=r"extras\['motion'\] must hold values in \[0, 1\]"):
         bad.check(1, h)
+
+
+def test_a_prediction_off_its_contract_is_refused_naming_the_array():
+    import pytest
+
+    from benchmark.errors import BenchmarkError
+    ok = dict(masks=np.zeros((2, 3, 8, 8), np.float32), visible=np.zeros((2, 3, 8, 8), np.float32),
+              flow=np.zeros((2, 2, 8, 8), np.float32), features=np.zeros((2, 5), np.float32))
+    Prediction(**ok).check(2, 8)
+    nan = np.zeros((2, 5), np.float32)
+    nan[0, 0] = np.nan
+    for change, message in [({"masks": np.zeros((2, 3, 8, 4), np.float32)}, "masks must be"),
+                            ({"visible": np.zeros((2, 2, 8, 8), np.float32)}, "visible"),
+                            ({"flow": np.zeros((2, 8, 8, 2), np.float32)}, "flow must be"),
+                            ({"features": np.zeros((3, 5), np.float32)}, "features must be"),
+                            ({"features": nan}, "NaN")]:
+        with pytest.raises(BenchmarkError, match=message):
+            Prediction(**{**ok, **change}).check(2, 8)

@@ -129,3 +129,29 @@ def test_show_a_checkpoint_makes_the_few_test_pairs_it_needs(in_repo, tmp_path, 
     assert res.exit_code == 0, res.output
     assert "making the first 16 test pairs of geo (data seed 0) in runs/show-data" in res.output
     assert Path("fig.png").is_file() and not Path("data").exists()
+
+
+def test_show_refuses_a_checkpoint_that_is_not_the_one_its_record_names(toy_run, tmp_path):
+    toy, path = toy_run
+    rec = records.read_record(path)
+    Path(rec["checkpoint"]).write_text('{"size": 32, "retrained": true}')
+    res = CliRunner().invoke(main, ["show", str(path), "-o", str(tmp_path / "f.png")])
+    assert res.exit_code == 1 and "is not the checkpoint it names (sha256 differs)" in res.output
+
+
+def test_a_publish_that_fails_while_staging_changes_nothing(toy_run, monkeypatch):
+    import shutil
+    toy, path = toy_run
+    before = path.read_bytes()
+    calls, real_copy = [], shutil.copyfile
+
+    def copy_then_fail(src, dst):
+        calls.append(src)
+        if len(calls) == 2:  # the training log, after the checkpoint was staged
+            raise OSError("disk full")
+        return real_copy(src, dst)
+    monkeypatch.setattr("benchmark.publish.shutil.copyfile", copy_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        publish(path, Path("checkpoints/toy.pt"))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in Path("checkpoints").iterdir()) == []  # no temporary left

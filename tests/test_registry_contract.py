@@ -91,3 +91,22 @@ def test_every_profile_has_a_flowcaps_config_at_its_image_size():
     long = flowcaps.PROFILES["long"](out="x")
     assert long.max_minutes > quick.max_minutes
     assert long.replace(max_minutes=quick.max_minutes) == quick
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"budgets": {"quick": "a minute"}}, "include smoke and quick"),
+    ({"budgets": {"smoke": "s", "quick": "q", "huge": "h"}}, "known profiles"),
+    ({"uses_ground_truth": ("depth",)}, "uses_ground_truth may name"),
+    ({"tables": (3,)}, "tables may name"),
+    ({"clip_frames": 1}, "clip_frames must be"),
+])
+def test_a_bad_declaration_fails_at_registration_naming_the_method(attrs, message,
+                                                                   register_toy):
+    with pytest.raises(ValueError, match=f"method 'toy-bad'.*{message}"):
+        register_toy(name="toy-bad", **attrs)
+    assert "toy-bad" not in load_methods()
+
+
+def test_a_method_leaving_the_new_attributes_out_gets_their_defaults(register_toy):
+    m = register_toy(name="toy-bare")  # the toy class states only its budgets
+    assert (m.uses_ground_truth, m.amodal, m.tables, m.clip_frames) == ((), True, (1, 2), 2)
