@@ -152,3 +152,16 @@ def test_every_flowbench_fault_row_names_tests_that_exist(in_repo):
             file, name = ref.split("::")
             current = file or current
             assert re.search(rf"^def {name}\(", Path("tests", current).read_text(), re.M), ref
+
+
+def test_list_and_table_start_without_torch(in_repo):
+    """The adapters import their model code (and torch) only inside their functions."""
+    import os
+    import subprocess
+    import sys
+    code = ("import sys; from click.testing import CliRunner; from benchmark.cli import main; "
+            "[CliRunner().invoke(main, a) for a in (['list'], ['table'])]; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=in_repo, env={**os.environ, "PYTHONPATH": str(in_repo)})
+    assert out.stdout.strip() == "False", out.stderr

@@ -175,8 +175,16 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
     tables = (1,)
 
     def __init__(self, refine=None):
-        from flowcaps.config import RefineConfig
-        self.refine = refine or RefineConfig()
+        self._refine = refine  # a flowcaps RefineConfig; None: its defaults, made on first use
+
+    @property
+    def refine(self):
+        # Made here, not at registration: importing flowcaps imports torch, and `flowbench
+        # list` and `table` start without it.
+        if self._refine is None:
+            from flowcaps.config import RefineConfig
+            self._refine = RefineConfig()
+        return self._refine
 
     def load(self, checkpoint: Path) -> LoadedModel:
         loaded = super().load(checkpoint)
