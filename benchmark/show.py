@@ -32,6 +32,7 @@ def _checkpoint_of(source: Path, rec: dict) -> Path:
 
 
 def _record_data(rec: dict, need: int, echo) -> Path:
+    from geogen.errors import GeogenError
     from geogen.shards import manifest_hash
     data = rec.get("data") or {}
     root = Path(data.get("root") or "")
@@ -39,7 +40,7 @@ def _record_data(rec: dict, need: int, echo) -> Path:
         try:
             if manifest_hash(root) == data.get("manifest_hash"):
                 return root
-        except Exception:  # an unreadable folder is as good as none here
+        except (GeogenError, OSError, ValueError):  # unreadable: as good as no folder here
             pass
     size = int((data.get("profile") or {}).get("size") or 0)
     if not size:
@@ -49,12 +50,24 @@ def _record_data(rec: dict, need: int, echo) -> Path:
                               int(data.get("data_seed", DATA_SEED)), echo=echo)
 
 
+def _profile_data(dataset: str, size: int, need: int, echo) -> Path:
+    """The quick profile's folder when it is here at the checkpoint's image size, else the
+    first test pairs of the current data made here."""
+    root = default_data_root(dataset, "quick")
+    if (root / "manifest.json").is_file():
+        if int(datasets.read_manifest_checked(root).get("size", -1)) == size:
+            return root
+    return datasets.show_data(dataset, size, need, datasets.current_supersample(), echo=echo)
+
+
 def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Path | None,
          pairs: int, start: int, echo=print) -> Path:
     """Draw `pairs` test pairs from `start` and write the PNG; returns its path."""
     from benchmark.figures import qualitative_figure, save_png
     if not source.is_file():
         raise BenchmarkError(f"{source} does not exist")
+    if data is not None and not (Path(data) / "manifest.json").is_file():
+        raise BenchmarkError(f"data folder {data} does not exist (or has no manifest.json)")
     need = start + pairs
     if source.suffix == ".json":
         rec = records.read_record(source)
@@ -64,12 +77,7 @@ def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Pa
     else:
         method, checkpoint = get_method(method_name), source
         loaded = method.load(checkpoint)
-        root = data or default_data_root(dataset, "quick")
-        if data is None and not (root / "manifest.json").is_file():
-            root = datasets.show_data(dataset, loaded.image_size, need,
-                                      datasets.current_supersample(), echo=echo)
-    if data is not None and not (Path(data) / "manifest.json").is_file():
-        raise BenchmarkError(f"data folder {data} does not exist (or has no manifest.json)")
+        root = data or _profile_data(dataset, loaded.image_size, need, echo)
     test = datasets.read_checked(root, "test", ("frames", "flow"), need)
     frames, flows = test["frames"][start:], test["flow"][start:, 0]  # (B, T, H, W, 3), (B, H, W, 2)
     if len(frames) == 0:
