@@ -37,18 +37,18 @@ COMMITTED = Path("results") / "records"  # the records the repository's tables a
 LOCAL = Path("runs") / "records"  # where `flowbench run` writes unless told otherwise
 
 
-def record_stem(seed: int, variant: Axes, test_limit: int | None = None) -> str:
-    """'seed0', 'K4-s11-seed0'; a partial evaluation ends in '-test<N>'."""
+def record_stem(seed: int, variant: Axes, partial_pairs: int | None = None) -> str:
+    """'seed0', 'K4-s11-seed0'; a partial evaluation of N test pairs ends in '-test<N>'."""
     tag = variant.tag()
     stem = (f"{tag}-" if tag else "") + f"seed{seed}"
-    return stem + (f"-test{test_limit}" if test_limit is not None else "")
+    return stem + (f"-test{partial_pairs}" if partial_pairs is not None else "")
 
 
 def record_path(results: Path, method: str, dataset: str, profile: str, seed: int,
-                variant: Axes, test_limit: int | None = None) -> Path:
+                variant: Axes, partial_pairs: int | None = None) -> Path:
     """<results>/<dataset>/<method>/<profile>/<stem>.json."""
     return (Path(results) / dataset_folder(dataset) / method / profile
-            / f"{record_stem(seed, variant, test_limit)}.json")
+            / f"{record_stem(seed, variant, partial_pairs)}.json")
 
 
 def file_sha256(path: Path) -> str:
@@ -120,10 +120,11 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
                 checkpoint: str | None, device: str, wall: dict, started_at: str,
                 command: str | None = None, checkpoint_sha256: str | None = None,
                 uses_ground_truth: tuple[str, ...] = (), amodal: bool = True,
-                test_limit: int | None = None) -> dict[str, Any]:
+                test_limit: int | None = None, partial: bool | None = None) -> dict[str, Any]:
     """Assemble a record (plain JSON data); `device` is as requested, "auto" is resolved.
 
-    A run with a test limit is `partial`: the tables skip it.
+    A `partial` record scored fewer test pairs than its profile's test split (by default: any
+    run with a test limit); the tables skip it.
     """
     machine = machine_info(device)
     return {
@@ -132,7 +133,8 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
         "seed": seed, "run_seed": run_seed,
         "axes": asdict(axes), "variant": asdict(variant),
         "uses_ground_truth": list(uses_ground_truth), "amodal": amodal,
-        "partial": test_limit is not None, "test_limit": test_limit,
+        "partial": test_limit is not None if partial is None else partial,
+        "test_limit": test_limit,
         "metrics": metrics, "config": config, "data": data, "checkpoint": checkpoint,
         "checkpoint_sha256": checkpoint_sha256,
         "git": git_state(), "machine": machine, "device": machine["device"],
@@ -177,8 +179,10 @@ def write_json_atomic(path: Path, payload: Any) -> Path:
 def write_record(results: Path, record: dict[str, Any], force: bool = False) -> Path:
     """Write a record at its place in the tree under `results`; an existing record is replaced
     only with `force` (BenchmarkError otherwise)."""
+    partial = record["metrics"].get("n_test", record.get("test_limit")) if record.get("partial") \
+        else None
     path = record_path(results, record["method"], record["dataset"], record["profile"],
-                       record["seed"], Axes(**record["variant"]), record.get("test_limit"))
+                       record["seed"], Axes(**record["variant"]), partial)
     if path.exists() and not force:
         raise BenchmarkError(f"record {path} exists; --force replaces it")
     return write_json_atomic(path, {k: v for k, v in record.items() if not k.startswith("_")})

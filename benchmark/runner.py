@@ -10,8 +10,9 @@ k-means random_state is the run seed too.
 
 Records: a run never replaces a record without `force`. A training run whose record is there
 skips that seed (so a multi-seed command picks up after an interruption); an evaluation of a
-given checkpoint refuses. A run with a test limit is partial: it gets its own file name and the
-tables skip it.
+given checkpoint refuses. A run that scores fewer test pairs than its profile's test split (a
+test limit, or a smaller --data folder) is partial: it gets its own file name and the tables
+skip it.
 """
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ class Plan:
     method: Method
     eval_data: Folder  # 2-frame test pairs and the train pairs k-means fits on
     train_data: Folder | None  # None when a checkpoint is evaluated
+    partial_pairs: int | None  # the test pairs scored when fewer than the profile's, else None
     targets: tuple[Path, ...]  # one record path per seed
 
     def budget_line(self) -> str:
@@ -115,12 +117,22 @@ def plan(req: RunRequest) -> Plan:
     for folder in (eval_data, train_data):
         if folder is not None:
             _check_folder(folder)
+    have = _test_pairs(eval_data)
+    scored = have if req.test_limit is None else min(req.test_limit, have)
+    partial = scored if scored < get_profile(req.profile).test else None
     targets = tuple(records.record_path(req.results, method.name, req.dataset, req.profile, s,
-                                        req.variant, req.test_limit) for s in req.seeds)
+                                        req.variant, partial) for s in req.seeds)
     if req.checkpoint is not None and targets[0].exists() and not req.force:
         raise BenchmarkError(f"record {targets[0]} exists; --force replaces it (or pass "
                              f"another --results folder)")
-    return Plan(req, method, eval_data, train_data, targets)
+    return Plan(req, method, eval_data, train_data, partial, targets)
+
+
+def _test_pairs(folder: Folder) -> int:
+    """The test pairs the folder holds (or will hold once made)."""
+    if (folder.root / "manifest.json").is_file():
+        return int(datasets.read_manifest_checked(folder.root)["counts"]["test"])
+    return folder.make.counts()["test"]
 
 
 def _folders(req: RunRequest, method: Method) -> tuple[Folder, Folder | None]:
@@ -226,11 +238,12 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
             checkpoint=str(checkpoint), checkpoint_sha256=records.file_sha256(checkpoint),
             device=req.device, wall=wall, started_at=started,
             uses_ground_truth=tuple(method.uses_ground_truth), amodal=method.amodal,
-            test_limit=req.test_limit)
+            test_limit=req.test_limit, partial=p.partial_pairs is not None)
         path = records.write_record(req.results, rec, force=req.force)
         data_s = 0.0  # only the first seed paid for the data
         iou = metrics["amodal_iou"]
-        echo(f"record: {path}" + (" (partial: the tables skip it)" if req.test_limit else ""))
+        echo(f"record: {path}" + (f" (partial, {metrics['n_test']} test pairs: the tables skip "
+                                  f"it)" if rec["partial"] else ""))
         echo(f"amodal IoU (fixed assignment): all {_fmt(iou['all'])}, "
              + ", ".join(f"{k} {_fmt(iou[k])}" for k in ("circle", "square", "triangle")))
         written.append(path)

@@ -87,14 +87,17 @@ def test_run_refuses_an_unsupported_profile_before_printing_a_budget(tmp_path, m
     assert not any(tmp_path.iterdir())
 
 
-def test_run_prints_the_methods_own_budget_then_works(tiny_geo, tmp_path, register_toy):
+def test_run_prints_the_methods_own_budget_then_works(tmp_path, monkeypatch, register_toy):
+    monkeypatch.chdir(tmp_path)
     toy = register_toy(budgets={"smoke": "a blink", "quick": "about a minute"})
-    res = CliRunner().invoke(main, ["run", toy.name, "--profile", "smoke", "--data", str(tiny_geo),
-                                    "--results", str(tmp_path / "r"), "--runs", str(tmp_path / "runs")])
+    res = CliRunner().invoke(main, ["run", toy.name, "--profile", "smoke"])
     assert res.exit_code == 0, res.output
     assert res.output.splitlines()[0] == (f"flowbench run {toy.name} --dataset geo --profile "
                                           f"smoke: a blink per seed")
-    assert (tmp_path / "r" / "geo" / toy.name / "smoke" / "seed0.json").is_file()
+    assert res.output.splitlines()[1].startswith("making geo in data/geo-smoke")
+    # a user's run goes to runs/records; the committed tree is not touched
+    assert (tmp_path / "runs" / "records" / "geo" / toy.name / "smoke" / "seed0.json").is_file()
+    assert not (tmp_path / "results").exists()
 
 
 def test_profiles_come_from_one_place(register_toy):

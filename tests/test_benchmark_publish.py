@@ -49,12 +49,12 @@ def test_check_pairs_finds_a_record_that_names_a_checkpoint_its_provenance_does_
 
 
 @pytest.fixture
-def toy_run(tiny_geo, tmp_path, monkeypatch, register_toy):
+def toy_run(tmp_path, monkeypatch, register_toy):
     """A toy run's record under results/records of a fresh folder (the working directory)."""
     monkeypatch.chdir(tmp_path)
     toy = register_toy()
-    [path] = run(RunRequest(method=toy.name, profile="smoke", data=tiny_geo,
-                            results=records.COMMITTED), progress=False, echo=lambda _: None)
+    [path] = run(RunRequest(method=toy.name, profile="smoke", results=records.COMMITTED),
+                 progress=False, echo=lambda _: None)
     return toy, path
 
 
@@ -80,7 +80,7 @@ def test_publish_copies_the_checkpoint_and_points_both_ways(toy_run):
     assert check_pairs() == []
 
 
-def test_publish_refuses_what_it_cannot_pair(toy_run, tiny_geo):
+def test_publish_refuses_what_it_cannot_pair(toy_run):
     toy, path = toy_run
     Path("checkpoints").mkdir()
     Path("checkpoints/taken.pt").write_bytes(b"another model")
@@ -93,7 +93,7 @@ def test_publish_refuses_what_it_cannot_pair(toy_run, tiny_geo):
     Path(rec["checkpoint"]).write_text('{"size": 32, "changed": true}')
     with pytest.raises(BenchmarkError, match="changed since"):
         publish(path, Path("checkpoints/toy.pt"))
-    [part] = run(RunRequest(method=toy.name, profile="smoke", data=tiny_geo, test_limit=3,
+    [part] = run(RunRequest(method=toy.name, profile="smoke", test_limit=3,
                             checkpoint=Path(rec["checkpoint"]), results=records.COMMITTED),
                  progress=False, echo=lambda _: None)
     res = CliRunner().invoke(main, ["publish", str(part), "--as", "checkpoints/toy.pt"])

@@ -118,12 +118,13 @@ def test_run_writes_a_record_and_never_replaces_one_unasked(tiny_geo, tmp_path):
     lines = []
     [path] = run(req, progress=False, echo=lines.append)
     rec = read_record(path)
-    assert path == tmp_path / "results" / "geo" / "flowcaps" / "smoke" / "seed0.json"
+    # tiny_geo has 16 test pairs, the smoke profile 60: a partial record, written apart
+    assert path == tmp_path / "results" / "geo" / "flowcaps" / "smoke" / "seed0-test16.json"
     assert rec["data"]["manifest_hash"] == manifest_hash(tiny_geo)
     assert rec["config"]["train"]["model"]["image_size"] == SIZE
     assert rec["config"]["trained_with"]["config"]["seed"] == rec["run_seed"]
     assert rec["config"]["trained_with"]["meta"]["pairs"] > 0
-    assert (rec["uses_ground_truth"], rec["amodal"], rec["partial"]) == ([], True, False)
+    assert (rec["uses_ground_truth"], rec["amodal"], rec["partial"]) == ([], True, True)
     from benchmark.records import file_sha256
     assert rec["checkpoint_sha256"] == file_sha256(Path(rec["checkpoint"]))
     # The paper's K = 8 and |s| = 27, read back from the trained checkpoint.
@@ -146,22 +147,26 @@ def test_run_writes_a_record_and_never_replaces_one_unasked(tiny_geo, tmp_path):
     assert lines[0].startswith("--force: removing")
 
 
-def test_a_partial_evaluation_is_marked_and_written_apart(tiny_geo, tmp_path, register_toy):
+def test_a_partial_evaluation_is_marked_and_written_apart(tiny_geo, tmp_path, monkeypatch,
+                                                          register_toy):
     from benchmark.records import load_records, read_record
+    monkeypatch.chdir(tmp_path)
     toy = register_toy()
     ckpt = tmp_path / "toy.json"
     ckpt.write_text(json.dumps({"size": SIZE}))
-    req = RunRequest(method=toy.name, profile="smoke", data=tiny_geo, checkpoint=ckpt,
-                     results=tmp_path / "results", test_limit=5)
-    [part] = run(req, progress=False, echo=lambda _: None)
+    req = RunRequest(method=toy.name, profile="smoke", checkpoint=ckpt, results=Path("r"))
+    [part] = run(replace(req, test_limit=5), progress=False, echo=lambda _: None)
     assert part.name == "seed0-test5.json"
     rec = read_record(part)
     assert rec["partial"] and rec["test_limit"] == 5 and rec["metrics"]["n_test"] == 5
-    [full] = run(replace(req, test_limit=None), progress=False, echo=lambda _: None)
-    assert full.name == "seed0.json" and part.is_file()
-    recs, problems = load_records(tmp_path / "results")
+    # a --data folder with fewer test pairs than the profile's 60 is partial too
+    [small] = run(replace(req, data=tiny_geo), progress=False, echo=lambda _: None)
+    assert small.name == "seed0-test16.json" and read_record(small)["test_limit"] is None
+    [full] = run(req, progress=False, echo=lambda _: None)
+    assert full.name == "seed0.json" and not read_record(full)["partial"]
+    recs, problems = load_records(Path("r"))
     assert [r["_path"] for r in recs] == [str(full)]
-    assert any("partial evaluation" in p and "seed0-test5.json" in p for p in problems)
+    assert sum("partial evaluation" in p for p in problems) == 2
 
 
 def test_scoring_a_checkpoint_makes_only_the_pairs_it_reads(tmp_path, monkeypatch, register_toy):
