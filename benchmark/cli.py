@@ -1,7 +1,8 @@
-"""`flowbench`: run methods, print the paper's tables, run ablations, draw figures.
+"""`flowbench`: run methods, print the paper's tables, run ablations, draw figures, publish.
 
-Bad input (unknown method, missing checkpoint, old records, empty results) ends with
-a one-line message and a non-zero exit, never a traceback.
+Bad input (unknown method or profile, missing checkpoint or data folder, a record that would be
+replaced, old records, empty results) ends with a one-line message and a non-zero exit, never a
+traceback, and before any work.
 """
 from __future__ import annotations
 
@@ -11,14 +12,11 @@ from pathlib import Path
 
 import click
 
+from benchmark import profiles
 from benchmark.errors import BenchmarkError
+from benchmark.records import COMMITTED, LOCAL
 from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
-
-DURATION = {"smoke": "about a minute", "quick": "about 30-40 minutes on a 2-core CPU",
-            "long": "about 2.4 hours on a 2-core CPU",
-            "gpu": "about 8-9 minutes on one GPU",
-            "paper": "many hours; meant for a GPU"}
 
 
 def _friendly(fn):
@@ -42,10 +40,48 @@ def _seeds(text: str) -> tuple[int, ...]:
     return seeds
 
 
-def _profile_option(fn):
-    # A plain string, validated by the runner, so the tiny "smoke" profile stays unlisted.
-    return click.option("--profile", default="quick", show_default=True,
-                        help="quick (CPU, tens of minutes) or paper (GPU scale)")(fn)
+class ProfileChoice(click.Choice):
+    """The visible profiles as choices (listed in --help); hidden ones are accepted too."""
+
+    def __init__(self) -> None:
+        super().__init__(list(profiles.visible()))
+
+    def convert(self, value, param, ctx):
+        if value in profiles.PROFILES:
+            return value
+        return super().convert(value, param, ctx)
+
+
+_PROFILE_HELP = "; ".join(f"{n}: {profiles.PROFILES[n].summary}" for n in profiles.visible())
+
+
+def _profile_option(default: str | None = "quick", help_extra: str = ""):
+    return click.option("--profile", type=ProfileChoice(), default=default,
+                        show_default=default is not None, help=_PROFILE_HELP + help_extra)
+
+
+def _run_options(fn):
+    for option in reversed([
+        click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True),
+        _profile_option(),
+        click.option("--seeds", default="0", show_default=True, help="e.g. 0,1,2 for mean +- std"),
+        click.option("--data", type=click.Path(path_type=Path), default=None,
+                     help="dataset folder to use as it is (default: the profile's folder "
+                          "under data/, made if missing)"),
+        click.option("--make-data", is_flag=True,
+                     help="make the profile's data in --data when that folder does not exist"),
+        click.option("--results", type=click.Path(path_type=Path), default=LOCAL,
+                     show_default=True, help=f"record tree to write ({COMMITTED} holds the "
+                                             f"committed records)"),
+        click.option("--runs", type=click.Path(path_type=Path), default=Path("runs/flowbench"),
+                     show_default=True, help="training run folders (resumable)"),
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+                     show_default=True),
+        click.option("--force", is_flag=True,
+                     help="replace records that exist, training from scratch"),
+    ]):
+        fn = option(fn)
+    return fn
 
 
 @click.group()
@@ -55,68 +91,62 @@ def main() -> None:
 
 @main.command("run")
 @click.argument("method")
-@click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True)
-@_profile_option
-@click.option("--seeds", default="0", show_default=True, help="e.g. 0,1,2 for mean +- std")
-@click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="dataset folder (default data/<dataset>-<profile>; made if missing)")
-@click.option("--results", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
-@click.option("--runs", type=click.Path(path_type=Path), default=Path("runs/flowbench"), show_default=True,
-              help="training run folders (resumable)")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@_run_options
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
-              help="evaluate this checkpoint instead of training")
-@click.option("--force", is_flag=True, help="redo seeds whose record already exists, training from scratch")
-@click.option("--test-limit", type=int, default=None, hidden=True)
+              help="evaluate this checkpoint instead of training (makes only the test pairs "
+                   "and k-means pairs it reads when the data is missing)")
+@click.option("--test-limit", type=click.IntRange(min=1), default=None,
+              help="score only the first N test pairs: a partial record, which the tables skip")
 @_friendly
-def run_cmd(method, dataset, profile, seeds, data, results, runs, device, checkpoint, force,
-            test_limit):
+def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, device, force,
+            checkpoint, test_limit):
     """Make the data if missing, train METHOD (resuming), evaluate, write a record per seed."""
-    from benchmark.runner import RunRequest, run
-    req = RunRequest(method=method, dataset=dataset, profile=profile, seeds=_seeds(seeds),
-                     data=data, results=results, runs=runs, device=device,
-                     checkpoint=checkpoint, test_limit=test_limit, force=force)
-    if checkpoint is None:
-        click.echo(f"flowbench run {method} --dataset {dataset} --profile {profile}: "
-                   f"{DURATION.get(profile, '')} per seed")
-    run(req, echo=click.echo)
+    from benchmark.runner import RunRequest, execute, plan
+    p = plan(RunRequest(method=method, dataset=dataset, profile=profile, seeds=_seeds(seeds),
+                        data=data, make_data=make_data, results=results, runs=runs,
+                        device=device, checkpoint=checkpoint, test_limit=test_limit,
+                        force=force))
+    click.echo(p.budget_line())
+    execute(p, echo=click.echo)
 
 
 @main.command("ablate")
-@click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True)
-@_profile_option
-@click.option("--seeds", default="0", show_default=True)
-@click.option("--data", type=click.Path(path_type=Path), default=None)
-@click.option("--results", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
-@click.option("--runs", type=click.Path(path_type=Path), default=Path("runs/flowbench"), show_default=True)
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@_run_options
 @_friendly
-def ablate_cmd(dataset, profile, seeds, data, results, runs, device):
-    """Run Table 3's grid for FlowCapsules (K, |s|; decoder depth and depth ordering on Geo)."""
-    from benchmark.runner import RunRequest, ablation_grid, run
-    grid = ablation_grid(dataset)
-    click.echo(f"{len(grid)} runs, {DURATION.get(profile, '')} each")
-    for variant in grid:
-        click.echo(f"== ablation {variant.tag() or 'default'}")
-        run(RunRequest(method="flowcaps", dataset=dataset, profile=profile, seeds=_seeds(seeds),
-                       data=data, results=results, runs=runs, device=device, variant=variant),
-            echo=click.echo)
+def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, force):
+    """Run Table 3's grid for FlowCapsules (benchmark/paper_tables.py: K, |s|; decoder depth
+    and depth ordering on Geo)."""
+    from benchmark.paper_tables import TABLE3_METHOD
+    from benchmark.runner import RunRequest, ablation_requests, execute, plan
+    base = RunRequest(method=TABLE3_METHOD, dataset=dataset, profile=profile,
+                      seeds=_seeds(seeds), data=data, make_data=make_data, results=results,
+                      runs=runs, device=device, force=force)
+    plans = [plan(r) for r in ablation_requests(base)]  # every run checked before the first
+    click.echo(f"{len(plans)} runs, {plans[0].method.budgets[profile]} each per seed")
+    for p in plans:
+        click.echo(f"== ablation {p.req.variant.tag() or 'default'}")
+        execute(p, echo=click.echo)
 
 
 @main.command("table")
-@click.option("--format", "fmt", type=click.Choice(["md", "latex", "csv"]), default="md", show_default=True)
-@click.option("--results", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["md", "latex", "csv"]), default="md",
+              show_default=True)
+@click.option("--results", type=click.Path(path_type=Path), multiple=True,
+              help=f"record trees to read, later ones shadowing earlier ones' runs "
+                   f"(default: {COMMITTED} then {LOCAL})")
+@_profile_option(default=None, help_extra=". Default: each cell shows the highest-ranked "
+                                          "profile that has records")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="write to this file instead of standard output")
 @_friendly
-def table_cmd(fmt, results, output):
+def table_cmd(fmt, results, profile, output):
     """Print Tables 1-3 from the records: our mean +- std beside the paper's numbers."""
     from benchmark.records import load_records, write_text_atomic
     from benchmark.tables import RENDERERS, build_tables
-    records, problems = load_records(results)
+    records, problems = load_records(list(results) or [COMMITTED, LOCAL])
     for p in problems:
         click.echo(f"skipped: {p}", err=True)
-    text = RENDERERS[fmt](build_tables(records))
+    text = RENDERERS[fmt](build_tables(records, profile=profile))
     if output:
         write_text_atomic(output, text)
         click.echo(f"wrote {output}", err=True)
@@ -128,58 +158,56 @@ def table_cmd(fmt, results, output):
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 @click.option("--method", default="flowcaps", show_default=True, help="for a checkpoint SOURCE")
+@click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True,
+              help="for a checkpoint SOURCE")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="dataset folder (default: the record's, or data/geo-quick)")
+              help="dataset folder (default: the record's, the profile's, or a few test pairs "
+                   "made under runs/show-data)")
 @click.option("--pairs", type=click.IntRange(1, 16), default=4, show_default=True)
 @click.option("--start", type=click.IntRange(0), default=0, show_default=True,
               help="first test pair shown")
 @_friendly
-def show_cmd(source, output, method, data, pairs, start):
-    """Draw I, I', flows, the warp and every capsule's masks for a few test pairs.
+def show_cmd(source, output, method, dataset, data, pairs, start):
+    """Draw I, I', flows, the warp, every capsule's masks (and a method's extra maps) for a few
+    test pairs. SOURCE is a result record (.json) or a checkpoint."""
+    from benchmark.show import show
+    path = show(source, output, method_name=method, dataset=dataset, data=data, pairs=pairs,
+                start=start, echo=click.echo)
+    click.echo(f"wrote {path}")
 
-    SOURCE is a result record (.json) or a checkpoint.
-    """
-    from benchmark.figures import qualitative_figure, save_png
-    from benchmark.records import read_record
-    from benchmark.registry import get_method
-    from benchmark.runner import default_data_root, read_checked
-    if not source.is_file():
-        raise BenchmarkError(f"{source} does not exist")
-    if source.suffix == ".json":
-        rec = read_record(source)
-        method, checkpoint = rec["method"], Path(rec["checkpoint"] or "")
-        data = data or Path(rec["data"]["root"])
-    else:
-        checkpoint = source
-        data = data or default_data_root("geo", "quick")
-    m = get_method(method)
-    loaded = m.load(checkpoint)
-    test = read_checked(data, "test", ("frames", "flow"), start + pairs)
-    frames, flows = test["frames"][start:], test["flow"][start:, 0]
-    if len(frames) == 0:
-        raise BenchmarkError(f"{data} has fewer than {start + 1} test pairs")
-    if frames.shape[2] != loaded.image_size:
-        raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px but {data} holds "
-                             f"{frames.shape[2]} px")
-    fig = qualitative_figure(m, loaded.model, frames, flows,
-                             f"{m.title}: {checkpoint.name} on {data} test {start}-{start + len(frames) - 1}")
-    click.echo(f"wrote {save_png(fig, output)}")
+
+@main.command("publish")
+@click.argument("record", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--as", "dest", type=click.Path(path_type=Path), required=True,
+              help="checkpoints/<name>.pt: where the record's checkpoint goes")
+@click.option("--force", is_flag=True, help="replace another checkpoint at that path")
+@_friendly
+def publish_cmd(record, dest, force):
+    """Commit a run's checkpoint: copy it (and its training log) to checkpoints/, write its
+    provenance and point RECORD at it by path and sha256."""
+    from benchmark.publish import publish
+    out = publish(record, dest, force)
+    verb = "copied to" if out["copied"] else "already at"
+    click.echo(f"checkpoint {verb} {out['checkpoint']}; provenance {out['provenance']}; "
+               f"{out['record']} now names it")
 
 
 @main.command("list")
 def list_cmd():
-    """Methods, datasets and profiles."""
-    from benchmark.registry import PROFILES, load_methods
-    from benchmark.runner import DATA_PROFILES
+    """Methods (with their time budget per profile), datasets and profiles."""
+    from benchmark.registry import load_methods
     click.echo("methods:")
-    for name, m in sorted(load_methods().items()):
-        click.echo(f"  {name:10s} {m.title}")
+    for name, m in load_methods().items():
+        click.echo(f"  {name:16s} {m.title}")
+        for p in profiles.visible():
+            if p in m.budgets:
+                click.echo(f"  {'':16s}   {p}: {m.budgets[p]}")
     click.echo("datasets:\n  " + "\n  ".join(VARIANTS))
     click.echo("profiles:")
-    for p in PROFILES:
-        d = DATA_PROFILES[p]
-        click.echo(f"  {p:10s} {d.n} train / {d.val} val / {d.test} test pairs at {d.size} px; "
-                   f"{DURATION[p]}")
+    for name in profiles.visible():
+        p = profiles.PROFILES[name]
+        click.echo(f"  {name:8s} {p.train} train / {p.val} val / {p.test} test pairs at "
+                   f"{p.size} px; {p.summary}")
 
 
 if __name__ == "__main__":  # pragma: no cover

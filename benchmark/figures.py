@@ -2,11 +2,12 @@
 
 Letters: B pairs, K capsules, H = W image side.
 
-Per pair, three rows of tiles:
+Per pair, three rows of tiles, then one per extra:
 1. I, I', ground-truth flow, predicted flow, I' warped to I with the predicted flow
    (I_warp(u) = I'(u + Phi(u)), the trainer's backward warp);
 2. each capsule's amodal mask Lambda_k;
-3. each capsule's visible mask Lambda+_k.
+3. each capsule's visible mask Lambda+_k;
+4. each of the method's `Prediction.extras` (its own maps, K' tiles each), in name order.
 Flow colours: hue is the direction, brightness the length, on one scale shared by the
 ground-truth and predicted flow of a pair so the two compare.
 """
@@ -73,7 +74,9 @@ def pair_rows(img0: np.ndarray, img1: np.ndarray, gt_flow: np.ndarray | None,
     masks = [(f"mask {i}", _tile(pred.masks[b, i])) for i in range(k)]
     vis = pred.visible[b] / np.maximum(pred.visible[b].sum(0, keepdims=True), 1e-12)  # (K, H, W)
     visible = [(f"visible {i}", _tile(vis[i])) for i in range(k)]
-    return [top, masks, visible]
+    extras = [[(f"{name} {i}", _tile(maps[b, i])) for i in range(maps.shape[1])]
+              for name, maps in sorted(pred.extras.items())]
+    return [top, masks, visible] + extras
 
 
 def compose(rows: list[list[tuple[str, Image.Image]]], title: str) -> Image.Image:
@@ -96,10 +99,13 @@ def compose(rows: list[list[tuple[str, Image.Image]]], title: str) -> Image.Imag
 
 def qualitative_figure(method: Method, model, frames: np.ndarray, flows: np.ndarray | None,
                        title: str) -> Image.Image:
-    """frames (B, T, H, W, 3) uint8 test pairs, flows (B, H, W, 2) or None -> the figure."""
-    from benchmark.runner import to_images
+    """frames (B, T, H, W, 3) uint8 test pairs, flows (B, H, W, 2) or None -> the figure.
+
+    A method that declares it sees the ground-truth flow gets `flows`, as in evaluation."""
+    from benchmark.datasets import to_images
+    from benchmark.evaluate import predict
     img0, img1 = to_images(frames[:, 0]), to_images(frames[:, 1])  # (B, 3, H, W)
-    pred = method.predict(model, img0, img1)
+    pred = predict(method, model, frames, flows)
     pred.check(len(frames), frames.shape[2])
     rows = []
     for b in range(len(frames)):

@@ -1,12 +1,19 @@
 """Result records: one JSON file per method x dataset x profile x variant x seed.
 
-A record holds the metrics, the full config, the data's manifest hash, the git commit,
-the machine, the device, wall times, the exact command and timestamps. Files are
-written to a temporary name and renamed, so a half-written record never looks
-complete. Records of an older `record_version` are reported, never read silently.
+A record holds the metrics, the full config, the data's manifest hash, the checkpoint (path and
+sha256), the git commit, the machine, the device, wall times, the exact command and timestamps.
+Records live in a tree, `<root>/<dataset>/<method>/<profile>/<stem>.json` (`record_path`); the
+committed ones under `results/records`, a user's own under `runs/records` (git-ignored). The
+tables select by the fields inside a record, never by its place in the tree.
+
+Files are written to a temporary name and renamed, so a half-written record never looks
+complete. Records of an older `record_version` are reported, never read silently. Fields added
+since version 1 without a bump (each read with the default that every earlier record had):
+`partial` (False), `uses_ground_truth` ([]), `amodal` (True), `checkpoint_sha256` (None).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -19,17 +26,37 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchmarkError
+from benchmark.profiles import dataset_folder
 from benchmark.registry import Axes
 
 RECORD_VERSION = 1
 REQUIRED_KEYS = ("record_version", "method", "dataset", "profile", "seed", "axes", "metrics")
+# Fields added after version 1's first records, with the value every earlier record had.
+DEFAULTS = {"partial": False, "uses_ground_truth": [], "amodal": True, "checkpoint_sha256": None}
+COMMITTED = Path("results") / "records"  # the records the repository's tables are made from
+LOCAL = Path("runs") / "records"  # where `flowbench run` writes unless told otherwise
 
 
-def record_name(method: str, dataset: str, profile: str, seed: int, variant: Axes) -> str:
-    """File name of a record; the variant tag only appears for ablation runs."""
+def record_stem(seed: int, variant: Axes, partial_pairs: int | None = None) -> str:
+    """'seed0', 'K4-s11-seed0'; a partial evaluation of N test pairs ends in '-test<N>'."""
     tag = variant.tag()
-    parts = [method, dataset.replace("+", "plus"), profile] + ([tag] if tag else []) + [f"seed{seed}"]
-    return "_".join(parts) + ".json"
+    stem = (f"{tag}-" if tag else "") + f"seed{seed}"
+    return stem + (f"-test{partial_pairs}" if partial_pairs is not None else "")
+
+
+def record_path(results: Path, method: str, dataset: str, profile: str, seed: int,
+                variant: Axes, partial_pairs: int | None = None) -> Path:
+    """<results>/<dataset>/<method>/<profile>/<stem>.json."""
+    return (Path(results) / dataset_folder(dataset) / method / profile
+            / f"{record_stem(seed, variant, partial_pairs)}.json")
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def now() -> str:
@@ -91,15 +118,25 @@ def command_line() -> str:
 def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed: int,
                 axes: Axes, variant: Axes, metrics: dict, config: dict, data: dict,
                 checkpoint: str | None, device: str, wall: dict, started_at: str,
-                command: str | None = None) -> dict[str, Any]:
-    """Assemble a record (plain JSON data); `device` is as requested, "auto" is resolved."""
+                command: str | None = None, checkpoint_sha256: str | None = None,
+                uses_ground_truth: tuple[str, ...] = (), amodal: bool = True,
+                test_limit: int | None = None, partial: bool | None = None) -> dict[str, Any]:
+    """Assemble a record (plain JSON data); `device` is as requested, "auto" is resolved.
+
+    A `partial` record scored fewer test pairs than its profile's test split (by default: any
+    run with a test limit); the tables skip it.
+    """
     machine = machine_info(device)
     return {
         "record_version": RECORD_VERSION,
         "method": method, "dataset": dataset, "profile": profile,
         "seed": seed, "run_seed": run_seed,
         "axes": asdict(axes), "variant": asdict(variant),
+        "uses_ground_truth": list(uses_ground_truth), "amodal": amodal,
+        "partial": test_limit is not None if partial is None else partial,
+        "test_limit": test_limit,
         "metrics": metrics, "config": config, "data": data, "checkpoint": checkpoint,
+        "checkpoint_sha256": checkpoint_sha256,
         "git": git_state(), "machine": machine, "device": machine["device"],
         "device_requested": device,
         "wall_s": wall, "command": command or command_line(),
@@ -130,14 +167,25 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return path
 
 
+def json_text(payload: Any) -> str:
+    """How records and provenance files are written (sorted keys, so diffs stay small)."""
+    return json.dumps(payload, indent=2, sort_keys=True) + "\n"
+
+
 def write_json_atomic(path: Path, payload: Any) -> Path:
-    return write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    return write_text_atomic(path, json_text(payload))
 
 
-def write_record(results: Path, record: dict[str, Any]) -> Path:
-    variant = Axes(**record["variant"])
-    name = record_name(record["method"], record["dataset"], record["profile"], record["seed"], variant)
-    return write_json_atomic(results / name, record)
+def write_record(results: Path, record: dict[str, Any], force: bool = False) -> Path:
+    """Write a record at its place in the tree under `results`; an existing record is replaced
+    only with `force` (BenchmarkError otherwise)."""
+    partial = record["metrics"].get("n_test", record.get("test_limit")) if record.get("partial") \
+        else None
+    path = record_path(results, record["method"], record["dataset"], record["profile"],
+                       record["seed"], Axes(**record["variant"]), partial)
+    if path.exists() and not force:
+        raise BenchmarkError(f"record {path} exists; --force replaces it")
+    return write_json_atomic(path, {k: v for k, v in record.items() if not k.startswith("_")})
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -157,25 +205,50 @@ def read_record(path: Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in rec]
     if missing:
         raise BenchmarkError(f"{path}: record lacks {missing}")
+    for key, value in DEFAULTS.items():
+        rec.setdefault(key, value)
     return rec
 
 
-def load_records(results: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """All usable records under `results` and one message per unusable file.
+def identity(rec: dict[str, Any]) -> tuple:
+    """What makes two records the same run: a later root's record shadows an earlier one's."""
+    variant = tuple(sorted((rec.get("variant") or {}).items()))
+    return (rec["dataset"], rec["method"], rec["profile"], variant, rec["seed"],
+            (rec.get("data") or {}).get("supersample"))
 
-    Raises BenchmarkError when the folder is missing or holds no usable record.
+
+def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every usable full record in the trees under `roots` and one message per file skipped.
+
+    Each record gains `_path` (its file) and `_local` (True unless it is under COMMITTED).
+    Partial evaluations are skipped (and named). Where two roots hold the same run
+    (`identity`), the later root's record is used. Roots that do not exist are passed over;
+    BenchmarkError when none exists or none holds a usable record.
     """
-    if not results.is_dir():
-        raise BenchmarkError(f"results folder {results} does not exist; "
-                             f"`flowbench run flowcaps` writes records there")
-    records, problems = [], []
-    for path in sorted(results.glob("*.json")):
-        try:
-            records.append(read_record(path))
-        except BenchmarkError as err:
-            problems.append(str(err))
+    roots = [Path(r) for r in ([roots] if isinstance(roots, (str, Path)) else roots)]
+    present = [r for r in roots if r.is_dir()]
+    if not present:
+        raise BenchmarkError(f"no results folder: {', '.join(map(str, roots))} "
+                             f"{'does' if len(roots) == 1 else 'do'} not exist; "
+                             f"`flowbench run flowcaps` writes records")
+    by_run: dict[tuple, dict[str, Any]] = {}
+    problems = []
+    for root in present:
+        local = root.resolve() != COMMITTED.resolve()
+        for path in sorted(root.rglob("*.json")):
+            try:
+                rec = read_record(path)
+            except BenchmarkError as err:
+                problems.append(str(err))
+                continue
+            if rec["partial"]:
+                problems.append(f"{path}: a partial evaluation ({rec['metrics'].get('n_test')} "
+                                f"test pairs), not a table record")
+                continue
+            by_run[identity(rec)] = {**rec, "_path": str(path), "_local": local}
+    records = list(by_run.values())
     if not records:
         detail = f" ({len(problems)} unusable: {problems[0]})" if problems else ""
-        raise BenchmarkError(f"no usable result records in {results}{detail}; "
-                             f"run `flowbench run flowcaps` first")
+        raise BenchmarkError(f"no usable result records in {', '.join(map(str, present))}"
+                             f"{detail}; run `flowbench run flowcaps` first")
     return records, problems

@@ -1,12 +1,15 @@
 """The method registry: one small protocol, one prediction dataclass, one plain dict.
 
-Letters: B batch, K capsules (parts), F feature size, H = W image side.
+Letters: B batch, K capsules (parts), K' maps of an extra, F feature size, H = W image side.
 
-A method (FlowCapsules or a baseline) is a class with a `name` (the command-line
-key), a `title` (the table column) and the functions `config`, `train`, `load`,
-`predict` and `embed` (the cheap path to `Prediction.features`). It
-registers with `@register`; `flowbench`, the tables and the contract test then see
-it with no other change. The metrics only ever see a `Prediction`.
+A method (FlowCapsules or a baseline) is a class with a `name` (the command-line key), a
+`title` (its table column or row) and the functions `config`, `train`, `load`, `predict` and
+`embed` (the cheap path to `Prediction.features`), plus the class attributes of
+`METHOD_DEFAULTS` (its profiles and their time budgets, what ground truth it sees at test time,
+whether its masks are amodal, which paper tables it fills, its training clip length). It
+registers with `@register`; the module that holds it is imported by `benchmark/methods/__init__.py`
+(one explicit import per adapter), and `flowbench`, the tables and the contract test then see it
+with no other change. The metrics only ever see a `Prediction`.
 """
 from __future__ import annotations
 
@@ -17,10 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from benchmark import profiles
 from benchmark.errors import BenchmarkError
-
-PROFILES: tuple[str, ...] = ("quick", "long", "gpu", "paper")
-HIDDEN_PROFILES: tuple[str, ...] = ("smoke",)  # tiny, for tests and end-to-end checks
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,9 @@ class TrainSpec:
     """Everything a method needs to train one run; built once by the runner."""
 
     dataset: str  # "geo" or "geo+"
-    profile: str  # "quick", "long", "gpu", "paper" or "smoke"
+    profile: str  # a name in benchmark.profiles.PROFILES
     seed: int  # the run seed, derived from (seed, method, dataset)
-    data_root: Path
+    data_root: Path  # the training data: clips of the method's `clip_frames` frames
     run_dir: Path
     image_size: int  # side of the dataset's images
     device: str = "auto"
@@ -72,12 +73,15 @@ class Prediction:
         (geogen.schema's `flow` convention), or None where a method predicts no flow.
     features: (B, F) float, the vector the k-means protocol clusters (each method
         documents which numbers it holds).
+    extras: named per-image maps, each (B, K', H, W) float in [0, 1], that `flowbench show`
+        draws as extra rows (a method's own intermediate maps); no metric reads them.
     """
 
     masks: np.ndarray
     visible: np.ndarray
     flow: np.ndarray | None
     features: np.ndarray
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     def check(self, batch: int, size: int) -> None:
         """Raise BenchmarkError if the arrays break the contract above."""
@@ -91,6 +95,12 @@ class Prediction:
             raise BenchmarkError(f"features must be (B={batch}, F), got {self.features.shape}")
         if not (np.isfinite(self.masks).all() and np.isfinite(self.features).all()):
             raise BenchmarkError("prediction holds NaN or inf values")
+        for name, maps in self.extras.items():
+            if maps.ndim != 4 or maps.shape[0] != batch or maps.shape[2:] != (size, size):
+                raise BenchmarkError(f"extras[{name!r}] must be (B={batch}, K', {size}, {size}), "
+                                     f"got {maps.shape}")
+            if not (np.isfinite(maps).all() and maps.min() >= 0 and maps.max() <= 1):
+                raise BenchmarkError(f"extras[{name!r}] must hold values in [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -108,10 +118,21 @@ class LoadedModel:
 
 
 class Method(Protocol):
-    """The protocol every registered method follows."""
+    """The protocol every registered method follows (the attributes below `title` have the
+    defaults of METHOD_DEFAULTS, filled in by `register` where a class leaves them out)."""
 
     name: str
     title: str
+    # Profiles the method supports, each with a human-readable time budget for one seed (data,
+    # training and evaluation), e.g. {"quick": "about 25 minutes on a 2-core CPU"}. Every method
+    # supports "smoke" (the contract test: seconds) and "quick" (CPU, at most 30 minutes).
+    budgets: dict[str, str]
+    # Ground truth beyond the images that the method sees at TEST time: () or ("flow",). The
+    # runner passes `gt_flow` to predict only when "flow" is here; records and tables say so.
+    uses_ground_truth: tuple[str, ...]
+    amodal: bool  # whether Prediction.masks are amodal (False: visible-only masks)
+    tables: tuple[int, ...]  # the paper's tables it fills: 1 segmentation, 2 clustering
+    clip_frames: int  # frames per training clip; evaluation always uses the 2-frame test pairs
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         """The full training configuration for a spec, JSON-ready (checked before any work)."""
@@ -122,38 +143,76 @@ class Method(Protocol):
     def load(self, checkpoint: Path) -> LoadedModel:
         """Load a trained model; raise BenchmarkError for a missing or foreign checkpoint."""
 
-    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray) -> Prediction:
-        """img0, img1: (B, 3, H, W) float32 in [0, 1]; parts of img0, flow img0 -> img1."""
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
+                gt_flow: np.ndarray | None = None) -> Prediction:
+        """img0, img1: (B, 3, H, W) float32 in [0, 1]; parts of img0, flow img0 -> img1.
+
+        gt_flow: (B, 2, H, W) float32 ground-truth flow img0 -> img1 in pixels (dx, dy,
+        geogen.schema's convention), given only to methods whose `uses_ground_truth` has "flow";
+        every method accepts the keyword.
+        """
 
     def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
         """(B, F) features of img0, equal to `predict(...).features` but cheaper."""
 
 
+METHOD_DEFAULTS: dict[str, Any] = {
+    "budgets": {"smoke": "seconds (the contract test's tiny profile)",
+                "quick": "not stated by the method"},
+    "uses_ground_truth": (),
+    "amodal": True,
+    "tables": (1, 2),
+    "clip_frames": 2,
+}
+GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
+TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)
+
 METHODS: dict[str, Method] = {}
 
-# Modules that register methods when imported; listed, not discovered by globbing.
-METHOD_MODULES: tuple[str, ...] = ("benchmark.methods.flowcaps", "baselines.registry")
+# The package whose __init__ imports every adapter module (one explicit import each): importing
+# it registers every method. Nothing is discovered by globbing.
+METHODS_PACKAGE = "benchmark.methods"
 
 
 def register(cls: type) -> type:
-    """Class decorator: instantiate the method and file it under its name."""
+    """Class decorator: check the class, fill in the defaults it leaves out, instantiate it
+    and file it under its name. A bad declaration fails at import, naming the method."""
+    for key, value in METHOD_DEFAULTS.items():
+        if not hasattr(cls, key):
+            setattr(cls, key, value)
     inst = cls()
+    _check_declaration(inst)
     if inst.name in METHODS:
         raise ValueError(f"method {inst.name!r} registered twice")
     METHODS[inst.name] = inst
     return cls
 
 
+def unregister(name: str) -> None:
+    """Remove a method (tests register toy methods and take them out again)."""
+    METHODS.pop(name, None)
+
+
+def _check_declaration(m: Any) -> None:
+    where = f"method {getattr(m, 'name', '?')!r}"
+    if not isinstance(getattr(m, "name", None), str) or not m.name:
+        raise ValueError(f"{where}: name must be a non-empty string")
+    unknown = set(m.budgets) - set(profiles.PROFILES)
+    if unknown or not {"smoke", "quick"} <= set(m.budgets):
+        raise ValueError(f"{where}: budgets must name known profiles and include smoke and "
+                         f"quick; got {sorted(m.budgets)}")
+    if not set(m.uses_ground_truth) <= set(GROUND_TRUTH):
+        raise ValueError(f"{where}: uses_ground_truth may name {GROUND_TRUTH}, "
+                         f"got {m.uses_ground_truth}")
+    if not set(m.tables) <= set(TABLES):
+        raise ValueError(f"{where}: tables may name {TABLES}, got {m.tables}")
+    if not isinstance(m.clip_frames, int) or m.clip_frames < 2:
+        raise ValueError(f"{where}: clip_frames must be an integer >= 2, got {m.clip_frames}")
+
+
 def load_methods() -> dict[str, Method]:
-    """Import the method modules (once) and return the registry."""
-    for module in METHOD_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            # Only a module that does not exist yet is skipped (baselines may have none);
-            # a broken import inside an existing module still raises.
-            if err.name != module:
-                raise
+    """Import the adapters (once) and return the registry."""
+    importlib.import_module(METHODS_PACKAGE)
     return METHODS
 
 
@@ -163,3 +222,12 @@ def get_method(name: str) -> Method:
         known = ", ".join(sorted(methods)) or "none"
         raise BenchmarkError(f"unknown method {name!r}; registered methods: {known}")
     return methods[name]
+
+
+def check_profile(method: Method, profile: str) -> None:
+    """BenchmarkError unless the profile exists and the method states a budget for it."""
+    profiles.get_profile(profile)  # unknown -> BenchmarkError
+    if profile not in method.budgets:
+        offered = [p for p in profiles.visible() if p in method.budgets]
+        raise BenchmarkError(f"{method.name} does not support profile {profile!r}; it supports "
+                             f"{', '.join(offered)}")

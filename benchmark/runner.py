@@ -1,59 +1,34 @@
-"""Runs: make the data if missing, train (resuming), evaluate on test, write a record.
+"""Runs: check everything, make the data a run needs, train (resuming), evaluate, record.
 
-Letters: B batch, T frames, K capsules, S slots, H = W image side, F feature size.
+A run is planned first (`plan`: every check, no work, nothing written) and then executed
+(`execute`), so a bad method, profile, folder or record target fails before any data is made.
 
-Seeds: the data of a (dataset, profile) is generated once with DATA_SEED and shared
-by every method and seed, so methods are compared on the same pairs; each run's
-training seed derives from (seed, method, dataset) so that seed 0 of two methods
-are independent streams. The k-means random_state is the run seed too.
+Seeds: the data of a (dataset, profile) is generated once with profiles.DATA_SEED and shared by
+every method and seed, so methods are compared on the same pairs; each run's training seed
+derives from (seed, method, dataset) so that seed 0 of two methods are independent streams. The
+k-means random_state is the run seed too.
+
+Records: a run never replaces a record without `force`. A training run whose record is there
+skips that seed (so a multi-seed command picks up after an interruption); an evaluation of a
+given checkpoint refuses. A run that scores fewer test pairs than its profile's test split (a
+test limit, or a smaller --data folder) is partial: it gets its own file name and the tables
+skip it.
 """
 from __future__ import annotations
 
 import hashlib
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
-from tqdm import tqdm
-
-from benchmark import records
-from benchmark.clustering import classification_metrics
+from benchmark import datasets, records
 from benchmark.errors import BenchmarkError
-from benchmark.metrics import AriScore, FlowScore, SegmentationScore
-from benchmark.registry import PROFILES, Axes, LoadedModel, Method, TrainSpec, get_method
-from geogen.schema import VARIANTS
-
-DATA_SEED = 0
-EVAL_BATCH = 50
-TRAIN_FEATURES = 10000  # train pairs embedded to fit k-means (all of them when fewer)
-TEST_FIELDS = ("frames", "amodal", "visible", "flow", "present", "label")
-
-
-@dataclass(frozen=True)
-class DataProfile:
-    """Split sizes and image side of the dataset a profile trains and tests on."""
-
-    n: int
-    val: int
-    test: int
-    size: int
-
-
-DATA_PROFILES: dict[str, DataProfile] = {
-    "smoke": DataProfile(n=300, val=20, test=60, size=32),
-    # CPU: the paper's 10k test pairs; 40k train pairs, about one pass in the 23-minute budget
-    # (the flowcaps quick run in checkpoints/ was trained on exactly this set).
-    "quick": DataProfile(n=40000, val=400, test=10000, size=64),
-    # One GPU, a few minutes of training: the paper's 100k training pairs.
-    "gpu": DataProfile(n=100000, val=1000, test=10000, size=64),
-    # CPU, a longer run (about 30 passes over them in its 135 minutes): the gpu profile's data,
-    # so it shares that folder (see default_data_root).
-    "long": DataProfile(n=100000, val=1000, test=10000, size=64),
-    # The paper's scale: 100k training pairs.
-    "paper": DataProfile(n=100000, val=10000, test=10000, size=64),
-}
+from benchmark.evaluate import evaluate
+from benchmark.paper_tables import ablation_rows, ablation_variant
+from benchmark.profiles import (DATA_SEED, dataset_folder, default_data_root, eval_data_root,
+                                get_profile)
+from benchmark.registry import Axes, Method, TrainSpec, check_profile, get_method
 
 
 def derive_seed(seed: int, method: str, dataset: str) -> int:
@@ -62,115 +37,11 @@ def derive_seed(seed: int, method: str, dataset: str) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
-def default_data_root(dataset: str, profile: str) -> Path:
-    """data/<dataset>-<name>, the name that of the first profile with the same data, so
-    profiles that train on the same pairs share one folder instead of making it twice."""
-    want = DATA_PROFILES.get(profile)
-    name = next((p for p, d in DATA_PROFILES.items() if d == want), profile)
-    return Path("data") / f"{dataset.replace('+', 'plus')}-{name}"
-
-
-def check_choice(dataset: str, profile: str) -> None:
-    if dataset not in VARIANTS:
-        raise BenchmarkError(f"unknown dataset {dataset!r}; choose from {', '.join(VARIANTS)}")
-    if profile not in DATA_PROFILES:
-        raise BenchmarkError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
-
-
-def ensure_dataset(dataset: str, profile: str, root: Path, progress: bool = True,
-                   default_root: bool = True) -> Path:
-    """Reuse the dataset at `root` when it is there, else make it.
-
-    A folder passed by the user is checked for variant and size only; the profile's own folder
-    must also have been made with the generator's current settings (supersample), so that an
-    old default folder is not scored as if it were the current data.
-    """
-    from geogen.errors import GeogenError
-    from geogen.make import MakeConfig, make_dataset
-    from geogen.shards import read_manifest
-    want = DATA_PROFILES[profile]
-    cfg = MakeConfig(variant=dataset, n=want.n, val=want.val, test=want.test, size=want.size,
-                     frames=2, seed=DATA_SEED, out=str(root))
-    if (root / "manifest.json").is_file():
-        try:
-            manifest = read_manifest(root)
-        except GeogenError as err:
-            raise BenchmarkError(str(err)) from None
-        have = (manifest.get("variant"), int(manifest.get("size", -1)))
-        if have != (dataset, want.size):
-            raise BenchmarkError(f"{root} holds {have[0]} at {have[1]} px, but {dataset} at "
-                                 f"{want.size} px is needed; pass another --data folder")
-        ss = data_supersample(manifest)
-        if default_root and ss is not None and ss != cfg.supersample:  # None: imported data
-            raise BenchmarkError(f"{root} was made with --supersample {ss}, the generator now "
-                                 f"uses {cfg.supersample}; move that folder away (or pass it "
-                                 f"with --data)")
-        return root
-    try:
-        return Path(make_dataset(cfg, resume=True, progress=progress))
-    except GeogenError as err:
-        raise BenchmarkError(f"making {dataset} in {root}: {err}") from None
-
-
-def data_supersample(manifest: dict) -> int | None:
-    """The subsample count a dataset was made with (None for an imported one)."""
-    value = manifest.get("config", {}).get("supersample")
-    return None if value is None else int(value)
-
-
-def read_checked(root: Path, split: str, fields: tuple[str, ...],
-                 limit: int | None) -> dict[str, np.ndarray]:
-    """geogen.dataset.read_split with its errors as BenchmarkError."""
-    from geogen.dataset import read_split
-    from geogen.errors import GeogenError
-    try:
-        return read_split(root, split, fields, limit=limit)
-    except GeogenError as err:
-        raise BenchmarkError(f"reading the {split} split of {root}: {err}") from None
-
-
-def to_images(frames: np.ndarray) -> np.ndarray:
-    """uint8 (B, H, W, 3) -> float32 (B, 3, H, W) in [0, 1], the methods' input."""
-    return np.ascontiguousarray(frames.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
-
-
-def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state: int,
-             test_limit: int | None = None, progress: bool = True) -> dict:
-    """Every metric of a model on the test split (frame 0 of each pair), plus k-means.
-
-    Masks and flow are scored on frame 0, the frame whose grid the flow lives on.
-    """
-    test = read_checked(data_root, "test", TEST_FIELDS, test_limit)
-    n, size = len(test["label"]), test["frames"].shape[2]
-    if n == 0:
-        raise BenchmarkError(f"{data_root} has an empty test split")
-    if loaded.image_size != size:
-        raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px images but "
-                             f"{data_root} holds {size} px; pass matching --data")
-    seg, flow, ari = None, FlowScore(), AriScore()
-    test_feats = []
-    bar = tqdm(range(0, n, EVAL_BATCH), desc="evaluate test", unit="batch", disable=not progress)
-    for i in bar:
-        j = min(i + EVAL_BATCH, n)
-        frames = test["frames"][i:j]  # (B, T, H, W, 3)
-        pred = method.predict(loaded.model, to_images(frames[:, 0]), to_images(frames[:, 1]))
-        pred.check(j - i, size)
-        seg = seg or SegmentationScore(K=pred.masks.shape[1])
-        vis = test["visible"][i:j, 0]  # (B, H, W)
-        seg.update(pred.masks, pred.visible, test["amodal"][i:j, 0], vis, test["present"][i:j])
-        if pred.flow is not None:
-            flow.update(pred.flow, test["flow"][i:j, 0], vis)
-        ari.update(pred.visible, vis)
-        test_feats.append(pred.features)
-    train = read_checked(data_root, "train", ("frames", "label"), TRAIN_FEATURES)
-    train_feats = [method.embed(loaded.model, to_images(train["frames"][i:i + EVAL_BATCH, 0]))
-                   for i in tqdm(range(0, len(train["label"]), EVAL_BATCH), desc="embed train",
-                                 unit="batch", disable=not progress)]
-    out = {**seg.compute(), **flow.compute(), **ari.compute()}
-    out.update(classification_metrics(np.concatenate(train_feats), train["label"],
-                                      np.concatenate(test_feats), test["label"], random_state))
-    out["n_test"], out["n_train_features"] = int(n), int(len(train["label"]))
-    return out
+def run_name(method: str, dataset: str, profile: str, seed: int, variant: Axes) -> str:
+    """The training run's folder name under `runs` (resumed when it is there)."""
+    tag = variant.tag()
+    return "_".join([method, dataset_folder(dataset), profile] + ([tag] if tag else [])
+                    + [f"seed{seed}"])
 
 
 @dataclass(frozen=True)
@@ -181,63 +52,180 @@ class RunRequest:
     dataset: str = "geo"
     profile: str = "quick"
     seeds: tuple[int, ...] = (0,)
-    data: Path | None = None
-    results: Path = Path("results")
+    data: Path | None = None  # a folder the user names: used as it is, never made unless asked
+    make_data: bool = False  # make `data` when it is missing
+    results: Path = records.LOCAL
     runs: Path = Path("runs") / "flowbench"
     device: str = "auto"
     variant: Axes = Axes()
     checkpoint: Path | None = None
     test_limit: int | None = None
-    force: bool = False  # redo seeds whose record is already there
+    force: bool = False  # replace records that exist, training from scratch
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A data folder a run reads, and how to make it when it is missing."""
+
+    root: Path
+    make: object  # geogen.make.MakeConfig
+    own: bool  # named by the benchmark (checked strictly) rather than by the user
+    may_make: bool
+
+    def ensure(self, progress: bool, echo) -> Path:
+        return datasets.ensure(self.make, self.root, may_make=self.may_make, own_folder=self.own,
+                               progress=progress, echo=echo)
+
+
+@dataclass(frozen=True)
+class Plan:
+    req: RunRequest
+    method: Method
+    eval_data: Folder  # 2-frame test pairs and the train pairs k-means fits on
+    train_data: Folder | None  # None when a checkpoint is evaluated
+    partial_pairs: int | None  # the test pairs scored when fewer than the profile's, else None
+    targets: tuple[Path, ...]  # one record path per seed
+
+    def budget_line(self) -> str:
+        r = self.req
+        if r.checkpoint is not None:
+            return (f"flowbench run {r.method} --checkpoint {r.checkpoint}: evaluating on "
+                    f"{self.eval_data.root} ({r.dataset}, {r.profile}), no training")
+        return (f"flowbench run {r.method} --dataset {r.dataset} --profile {r.profile}: "
+                f"{self.method.budgets[r.profile]} per seed")
+
+
+def plan(req: RunRequest) -> Plan:
+    """Check the request against the registry, the profiles, the data and the records that
+    exist; BenchmarkError on the first problem. Reads manifests, writes nothing."""
+    from geogen.schema import VARIANTS
+    method = get_method(req.method)
+    if req.dataset not in VARIANTS:
+        raise BenchmarkError(f"unknown dataset {req.dataset!r}; choose from {', '.join(VARIANTS)}")
+    check_profile(method, req.profile)
+    if not req.seeds or len(set(req.seeds)) != len(req.seeds) or min(req.seeds) < 0:
+        raise BenchmarkError(f"seeds must be distinct non-negative integers, got {req.seeds}")
+    if req.test_limit is not None and req.test_limit < 1:
+        raise BenchmarkError(f"--test-limit must be a positive number of test pairs, got "
+                             f"{req.test_limit}")
+    if req.checkpoint is not None:
+        if len(req.seeds) > 1:
+            raise BenchmarkError("--checkpoint evaluates one model: give a single seed")
+        if not Path(req.checkpoint).is_file():
+            raise BenchmarkError(f"checkpoint {req.checkpoint} does not exist")
+    eval_data, train_data = _folders(req, method)
+    for folder in (eval_data, train_data):
+        if folder is not None:
+            _check_folder(folder)
+    have = _test_pairs(eval_data)
+    scored = have if req.test_limit is None else min(req.test_limit, have)
+    partial = scored if scored < get_profile(req.profile).test else None
+    targets = tuple(records.record_path(req.results, method.name, req.dataset, req.profile, s,
+                                        req.variant, partial) for s in req.seeds)
+    if req.checkpoint is not None and targets[0].exists() and not req.force:
+        raise BenchmarkError(f"record {targets[0]} exists; --force replaces it (or pass "
+                             f"another --results folder)")
+    return Plan(req, method, eval_data, train_data, partial, targets)
+
+
+def _test_pairs(folder: Folder) -> int:
+    """The test pairs the folder holds (or will hold once made)."""
+    if (folder.root / "manifest.json").is_file():
+        return int(datasets.read_manifest_checked(folder.root)["counts"]["test"])
+    return folder.make.counts()["test"]
+
+
+def _folders(req: RunRequest, method: Method) -> tuple[Folder, Folder | None]:
+    """Where the run reads its test pairs and trains, and what it may make there."""
+    if req.data is not None:
+        root = Path(req.data)
+        if req.checkpoint is not None:
+            return Folder(root, datasets.eval_config(req.dataset, req.profile, root), False,
+                          req.make_data), None
+        # The user's folder serves training and testing; it is made (if asked) with the
+        # method's clip length, and testing reads frames 0 and 1 of its clips.
+        folder = Folder(root, datasets.profile_config(req.dataset, req.profile, root,
+                                                      method.clip_frames), False, req.make_data)
+        return folder, folder
+    own = default_data_root(req.dataset, req.profile)
+    full = Folder(own, datasets.profile_config(req.dataset, req.profile, own), True, True)
+    if req.checkpoint is not None:
+        if (own / "manifest.json").is_file():
+            return full, None
+        # Scoring a checkpoint reads only the test pairs and the k-means fit pairs: make those.
+        ev = eval_data_root(req.dataset, req.profile)
+        return Folder(ev, datasets.eval_config(req.dataset, req.profile, ev), True, True), None
+    if method.clip_frames == 2:
+        return full, full
+    clips = default_data_root(req.dataset, req.profile, method.clip_frames)
+    return full, Folder(clips, datasets.profile_config(req.dataset, req.profile, clips,
+                                                       method.clip_frames), True, True)
+
+
+def _check_folder(folder: Folder) -> None:
+    """The checks of datasets.ensure, made before any work: a folder that is there must fit,
+    one that is not must be one the run may make."""
+    if (folder.root / "manifest.json").is_file() or not folder.may_make:
+        datasets.ensure(folder.make, folder.root, may_make=False, own_folder=folder.own)
+
+
+def _data_info(root: Path, profile: str) -> dict:
+    from geogen.shards import manifest_hash
+    manifest = datasets.read_manifest_checked(root)
+    return {"root": str(root), "manifest_hash": manifest_hash(root),
+            "supersample": datasets.data_supersample(manifest),
+            "counts": {k: int(v) for k, v in manifest.get("counts", {}).items()},
+            "frames": int(manifest.get("frames", 2)),
+            "profile": asdict(get_profile(profile)), "data_seed": DATA_SEED}
 
 
 def run(req: RunRequest, progress: bool = True, echo=print) -> list[Path]:
-    """Make data if needed, then train (or load `checkpoint`), evaluate and record each seed."""
-    method = get_method(req.method)
-    check_choice(req.dataset, req.profile)
-    if req.checkpoint is not None and len(req.seeds) > 1:
-        raise BenchmarkError("--checkpoint evaluates one model: give a single seed")
-    if req.checkpoint is not None and not Path(req.checkpoint).is_file():
-        raise BenchmarkError(f"checkpoint {req.checkpoint} does not exist")  # before making data
-    root = Path(req.data) if req.data else default_data_root(req.dataset, req.profile)
+    """Plan, then execute: the record paths, one per seed."""
+    return execute(plan(req), progress, echo)
+
+
+def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
+    """Make the data if needed, then train (or load the checkpoint), evaluate and record."""
+    req, method = p.req, p.method
     t0 = time.time()
-    ensure_dataset(req.dataset, req.profile, root, progress, default_root=req.data is None)
+    eval_root = p.eval_data.ensure(progress, echo)
+    train_root = p.train_data.ensure(progress, echo) if p.train_data is not None else None
     data_s = time.time() - t0
-    from geogen.shards import manifest_hash, read_manifest
-    data_info = {"root": str(root), "manifest_hash": manifest_hash(root),
-                 "supersample": data_supersample(read_manifest(root)),
-                 "profile": asdict(DATA_PROFILES[req.profile]), "data_seed": DATA_SEED}
+    data_info = _data_info(eval_root, req.profile)
+    if train_root is not None and train_root != eval_root:
+        data_info["train"] = _data_info(train_root, req.profile)
     written = []
-    for seed in req.seeds:
+    for seed, target in zip(req.seeds, p.targets):
+        if target.exists() and not req.force:
+            # A training run re-run after an interruption picks up at the first seed without
+            # a record (plan refused this for an evaluated checkpoint).
+            echo(f"record exists, skipping seed {seed}: {target} (--force redoes it)")
+            written.append(target)
+            continue
         started, t_run = records.now(), time.time()
         run_seed = derive_seed(seed, method.name, req.dataset)
-        stem = records.record_name(method.name, req.dataset, req.profile, seed, req.variant)
-        done = _finished(req.results / stem, data_info["manifest_hash"])
-        if done and not req.force and req.checkpoint is None:
-            # A re-run after an interruption picks up at the first seed without a record.
-            echo(f"record exists, skipping seed {seed}: {req.results / stem} (--force redoes it)")
-            written.append(req.results / stem)
-            continue
-        spec = TrainSpec(dataset=req.dataset, profile=req.profile, seed=run_seed, data_root=root,
-                         run_dir=req.runs / stem[:-len(".json")], image_size=DATA_PROFILES[req.profile].size,
-                         device=req.device, variant=req.variant)
+        spec = TrainSpec(dataset=req.dataset, profile=req.profile, seed=run_seed,
+                         data_root=train_root or eval_root,
+                         run_dir=req.runs / run_name(method.name, req.dataset, req.profile, seed,
+                                                     req.variant),
+                         image_size=get_profile(req.profile).size, device=req.device,
+                         variant=req.variant)
         train_config = method.config(spec)  # fails early on a bad variant or profile
-        if req.checkpoint is None and req.force and spec.run_dir.exists():
-            # Redo means from scratch: the old run folder would be resumed (or refused when its
-            # config differs), not retrained.
-            echo(f"--force: removing {spec.run_dir} to train seed {seed} afresh")
-            shutil.rmtree(spec.run_dir)
         if req.checkpoint is None:
+            if req.force and spec.run_dir.exists():
+                # Redo means from scratch: the old run folder would be resumed (or refused when
+                # its config differs), not retrained.
+                echo(f"--force: removing {spec.run_dir} to train seed {seed} afresh")
+                shutil.rmtree(spec.run_dir)
             echo(f"training {method.name} on {req.dataset} ({req.profile}), seed {seed} "
                  f"-> {spec.run_dir} (resumes if interrupted)")
-            checkpoint = method.train(spec)
-            train_config_used = train_config
+            checkpoint, train_config_used = method.train(spec), train_config
         else:
             checkpoint, train_config_used = Path(req.checkpoint), None
         train_s = time.time() - t_run
         loaded = method.load(checkpoint)
         t_eval = time.time()
-        metrics = evaluate(method, loaded, root, run_seed, req.test_limit, progress)
+        metrics = evaluate(method, loaded, eval_root, run_seed, req.test_limit, progress)
         wall = {"data": data_s, "train": train_s, "eval": time.time() - t_eval,
                 "total": time.time() - t_run + data_s}
         rec = records.make_record(
@@ -247,45 +235,43 @@ def run(req: RunRequest, progress: bool = True, echo=print) -> list[Path]:
             # checkpoint); "trained_with": what the evaluated checkpoint says of its training.
             config={"train": train_config_used, "model": loaded.config,
                     "trained_with": loaded.trained_with}, data=data_info,
-            checkpoint=str(checkpoint), device=req.device, wall=wall, started_at=started)
-        path = records.write_record(req.results, rec)
+            checkpoint=str(checkpoint), checkpoint_sha256=records.file_sha256(checkpoint),
+            device=req.device, wall=wall, started_at=started,
+            uses_ground_truth=tuple(method.uses_ground_truth), amodal=method.amodal,
+            test_limit=req.test_limit, partial=p.partial_pairs is not None)
+        path = records.write_record(req.results, rec, force=req.force)
         data_s = 0.0  # only the first seed paid for the data
-        iou = metrics["amodal_iou"]["all"]
-        echo(f"record: {path}")
-        echo(f"amodal IoU (fixed assignment): all {_fmt(iou)}, "
-             + ", ".join(f"{k} {_fmt(metrics['amodal_iou'][k])}" for k in ("circle", "square", "triangle")))
+        iou = metrics["amodal_iou"]
+        echo(f"record: {path}" + (f" (partial, {metrics['n_test']} test pairs: the tables skip "
+                                  f"it)" if rec["partial"] else ""))
+        echo(f"amodal IoU (fixed assignment): all {_fmt(iou['all'])}, "
+             + ", ".join(f"{k} {_fmt(iou[k])}" for k in ("circle", "square", "triangle")))
         written.append(path)
     return written
-
-
-def _finished(path: Path, manifest: str) -> bool:
-    """Whether a current record for this run on this exact data was written here.
-
-    The record's checkpoint must exist on this machine too: records committed to the
-    repository (made elsewhere) do not stop a fresh clone from running.
-    """
-    if not path.is_file():
-        return False
-    try:
-        rec = records.read_record(path)
-    except BenchmarkError:
-        return False  # an old or broken record is simply redone
-    ckpt = rec.get("checkpoint")
-    # Only a trained run counts: a record made with --checkpoint (no train config) evaluated
-    # someone's model, and `flowbench run` must still train its own.
-    trained = (rec.get("config") or {}).get("train") is not None
-    return (trained and rec.get("data", {}).get("manifest_hash") == manifest and bool(ckpt)
-            and Path(ckpt).is_file())
 
 
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def ablation_grid(dataset: str) -> list[Axes]:
-    """Table 3's runs: the default model plus one change per row that differs from it."""
-    grid = [Axes(), Axes(num_capsules=4), Axes(num_capsules=16), Axes(shape_dim=3),
-            Axes(shape_dim=11)]
-    if dataset == "geo":  # the paper ablates these on Geo only
-        grid += [Axes(decoder_depth=2), Axes(decoder_depth=6), Axes(depth_ordering=False)]
+def ablation_grid(method: Method, dataset: str, profile: str) -> list[Axes]:
+    """The runs that fill Table 3's rows for a dataset (benchmark.paper_tables): for each row
+    the overrides of the method's defaults it needs, the default run first, none twice."""
+    spec = TrainSpec(dataset=dataset, profile=profile, seed=0, data_root=Path("unused"),
+                     run_dir=Path("unused"), image_size=get_profile(profile).size)
+    defaults = method.axes(spec)
+    grid = [Axes()]
+    for row in ablation_rows(dataset):
+        variant = ablation_variant(row, defaults)
+        if variant not in grid:
+            grid.append(variant)
     return grid
+
+
+def ablation_requests(base: RunRequest) -> list[RunRequest]:
+    """One request per run of the grid, each checked (plan) before the first starts."""
+    method = get_method(base.method)
+    check_profile(method, base.profile)
+    if not hasattr(method, "axes"):
+        raise BenchmarkError(f"{method.name} has no Table 3 axes to ablate")
+    return [replace(base, variant=v) for v in ablation_grid(method, base.dataset, base.profile)]

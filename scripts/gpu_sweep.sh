@@ -61,7 +61,7 @@ for name in "${names[@]}"; do
     echo "== $name"; tr '\r' '\n' < "$OUT/$name.log" | grep -v "it/s\|batch/s\|^\s*$" | tail -n 4
     python3 -c "
 import json, sys, glob
-for f in glob.glob('runs/sweep/$name/results/*.json'):
+for f in glob.glob('runs/sweep/$name/results/**/*.json', recursive=True):
     m = json.load(open(f))['metrics']
     print('amodal IoU', {k: round(v, 3) for k, v in m['amodal_iou'].items()},
           'per image', round(m['amodal_iou_per_image']['all'], 3))

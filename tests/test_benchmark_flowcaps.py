@@ -47,3 +47,16 @@ def test_unknown_profile_and_bad_variant_are_clear_errors():
         method.config(_spec(profile="huge"))
     with pytest.raises(BenchmarkError, match="flowcaps config"):
         method.config(_spec(num_capsules=0))
+
+
+def test_smoke_is_the_quick_profile_scaled_down():
+    """The contract test trains the model family the quick profile trains, only smaller."""
+    import dataclasses
+
+    import flowcaps
+    from benchmark.methods.flowcaps import SMOKE_MODEL, SMOKE_TRAIN
+    smoke = flowcaps.TrainConfig.from_dict(get_method("flowcaps").config(_spec()))
+    quick = flowcaps.PROFILES["quick"](out="runs/x")
+    assert smoke.model == dataclasses.replace(quick.model, image_size=32, **SMOKE_MODEL)
+    assert smoke == quick.replace(seed=5, device="cpu", model=smoke.model, **SMOKE_TRAIN)
+    assert smoke.cpu_ranks == 1 and not smoke.compile and smoke.epochs <= 2

@@ -19,11 +19,11 @@ def _record(**over):
     return records.make_record(**base)
 
 
-def test_record_round_trip_name_and_contents(tmp_path):
+def test_record_round_trip_place_and_contents(tmp_path):
     rec = _record()
     path = records.write_record(tmp_path, rec)
-    assert path.name == "flowcaps_geoplus_quick_K4_seed1.json"
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
+    assert path == tmp_path / "geoplus" / "flowcaps" / "quick" / "K4-seed1.json"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
     assert stat.S_IMODE(path.stat().st_mode) == records.public_mode()  # not owner-only
     back = records.read_record(path)
     assert back["metrics"] == {"amodal_iou": {"all": 0.9}}
@@ -32,6 +32,27 @@ def test_record_round_trip_name_and_contents(tmp_path):
     for key in ("git", "machine", "wall_s", "command", "started_at", "finished_at", "data"):
         assert key in back
     assert back["machine"]["cpu"] and back["machine"]["cpu_count"] >= 1
+    assert (back["uses_ground_truth"], back["amodal"], back["partial"]) == ([], True, False)
+
+
+def test_a_record_is_never_replaced_without_force(tmp_path):
+    path = records.write_record(tmp_path, _record())
+    with pytest.raises(BenchmarkError, match="exists; --force replaces it"):
+        records.write_record(tmp_path, _record(metrics={"amodal_iou": {"all": 0.1}}))
+    assert records.read_record(path)["metrics"]["amodal_iou"]["all"] == 0.9
+    records.write_record(tmp_path, _record(metrics={"amodal_iou": {"all": 0.1}}), force=True)
+    assert records.read_record(path)["metrics"]["amodal_iou"]["all"] == 0.1
+    part = records.write_record(tmp_path, _record(test_limit=200))  # partial: its own file
+    assert part.name == "K4-seed1-test200.json" and records.read_record(part)["partial"]
+
+
+def test_records_written_before_the_new_fields_read_with_their_defaults(tmp_path):
+    old = {k: v for k, v in _record().items()
+           if k not in ("partial", "uses_ground_truth", "amodal", "checkpoint_sha256")}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    back = records.read_record(tmp_path / "old.json")
+    assert (back["partial"], back["uses_ground_truth"], back["amodal"],
+            back["checkpoint_sha256"]) == (False, [], True, None)
 
 
 def test_older_and_foreign_records_are_refused(tmp_path):
@@ -49,17 +70,38 @@ def test_older_and_foreign_records_are_refused(tmp_path):
         records.read_record(broken)
 
 
-def test_load_records_reports_problems_and_empty_folders(tmp_path):
+def test_load_records_walks_the_tree_and_reports_problems(tmp_path):
     with pytest.raises(BenchmarkError, match="does not exist"):
         records.load_records(tmp_path / "missing")
     with pytest.raises(BenchmarkError, match="no usable result records"):
         records.load_records(tmp_path)
-    (tmp_path / "old.json").write_text(json.dumps({**_record(), "record_version": 0}))
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "deep" / "er" / "old.json").write_text(json.dumps({**_record(), "record_version": 0}))
     with pytest.raises(BenchmarkError, match="older record_version"):
         records.load_records(tmp_path)
     records.write_record(tmp_path, _record(variant=Axes()))
+    records.write_record(tmp_path / "elsewhere", _record(seed=2))  # any depth is read
     recs, problems = records.load_records(tmp_path)
-    assert len(recs) == 1 and len(problems) == 1 and "old.json" in problems[0]
+    assert sorted(r["seed"] for r in recs) == [1, 2]
+    assert len(problems) == 1 and "old.json" in problems[0]
+
+
+def test_a_later_root_shadows_the_same_run_and_is_marked_local(tmp_path):
+    committed, local = tmp_path / "committed", tmp_path / "local"
+    records.write_record(committed, _record(seed=0))
+    records.write_record(committed, _record(seed=1))
+    records.write_record(local, _record(seed=1, metrics={"amodal_iou": {"all": 0.5}}))
+    recs, _ = records.load_records([committed, local, tmp_path / "absent"])
+    by_seed = {r["seed"]: r for r in recs}
+    assert by_seed[1]["metrics"]["amodal_iou"]["all"] == 0.5 and by_seed[1]["_local"]
+    assert by_seed[0]["metrics"]["amodal_iou"]["all"] == 0.9
+
+
+def test_the_committed_records_are_the_tables_records(in_repo):
+    """results/records is the tree the tables read by default; nothing there is partial."""
+    recs, problems = records.load_records(records.COMMITTED)
+    assert recs and not problems
+    assert not any(r["_local"] for r in recs)
 
 
 def test_derive_seed_is_stable_and_separates_methods_and_datasets():

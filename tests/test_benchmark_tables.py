@@ -1,23 +1,34 @@
 import csv
 import io
 import json
+import os
+import re
 from importlib import resources
+from pathlib import Path
 
+import pytest
+
+from benchmark import paper_tables as spec
 from benchmark import tables
-from benchmark.paper import paper_cells, paper_value
+from benchmark.paper import paper_cells, paper_text, paper_value
+from benchmark.registry import Axes, load_methods
+from benchmark.runner import ablation_grid
+
+NAMES = ("num_capsules", "shape_dim", "decoder_depth", "depth_ordering")
 
 
 def _rec(method="flowcaps", dataset="geo", profile="quick", seed=0, all_iou=0.9,
-         axes=(8, 27, 3, True), variant=None, k4=0.8, supersample=5):
-    names = ("num_capsules", "shape_dim", "decoder_depth", "depth_ordering")
+         axes=(8, 27, 3, True), variant=None, k4=0.8, supersample=5, local=False):
     variant = variant or {}
     return {"method": method, "dataset": dataset, "profile": profile, "seed": seed,
-            "axes": dict(zip(names, axes)),
-            "variant": {n: variant.get(n) for n in names},
+            "axes": dict(zip(NAMES, axes)),
+            "variant": {n: variant.get(n) for n in NAMES},
             "data": {} if supersample is None else {"supersample": supersample},
             "metrics": {"amodal_iou": {"circle": all_iou, "square": all_iou,
                                        "triangle": all_iou, "all": all_iou},
-                        "kmeans_4": k4, "kmeans_100": None}}
+                        "kmeans_4": k4, "kmeans_100": None},
+            "_path": f"results/records/{dataset}/{method}/{profile}/seed{seed}.json",
+            "_local": local}
 
 
 def _cell(table, labels, column):
@@ -28,103 +39,225 @@ def _cell(table, labels, column):
     raise KeyError(labels)
 
 
+def _t1(recs, **kw):
+    return tables.table1(recs, load_methods(), **kw)
+
+
 def test_table1_mean_std_paper_and_missing_cells():
     recs = [_rec(seed=0, all_iou=0.90), _rec(seed=1, all_iou=0.92)]
-    t = tables.table1(recs)
+    t = _t1(recs)
     c = _cell(t, ["Geo", "all"], "FlowCapsules")
     assert c.ours() == "0.910 ± 0.014 (quick, 2 seeds)"
     assert c.theirs() == "0.95"  # the paper's Geo "all", Table 1
-    assert _cell(t, ["Geo", "all"], "PSD").ours() == "-"
-    assert _cell(t, ["Geo", "all"], "PSD").theirs() == "?"  # not transcribed
+    assert _cell(t, ["Geo", "all"], "PSD").ours() == "-"  # not registered: still a column
+    assert _cell(t, ["Geo", "all"], "PSD").theirs() == "0.88"
+    assert _cell(t, ["Geo+", "all"], "PSD").theirs() == "n/r"  # the paper has no number
+    assert _cell(t, ["Geo+", "all"], "FlowCapsules").theirs() == "0.89"  # from its text
     assert _cell(t, ["Geo+", "circle"], "FlowCapsules").ours() == "-"
     assert "flowbench run flowcaps --dataset geo+" in t.missing
-    assert _cell(t, ["Exercise", "all"], "FlowCapsules").ours() == tables.NOT_PUBLIC
+    assert "flowbench run psd --dataset geo" in t.missing
+    ex = _cell(t, ["Exercise", "left leg"], "R-NEM")
+    assert ex.ours() == tables.NOT_PUBLIC and ex.theirs() == "0.29"
+
+
+def test_a_registered_method_shows_up_everywhere_with_no_other_edit(register_toy, tmp_path):
+    from click.testing import CliRunner
+
+    from benchmark import records
+    from benchmark.cli import main
+    toy = register_toy(name="toy-new", title="Toy Baseline", amodal=False,
+                       uses_ground_truth=("flow",))
+    rec = records.make_record(
+        method=toy.name, dataset="geo", profile="quick", seed=0, run_seed=1, axes=Axes(),
+        variant=Axes(), metrics={"amodal_iou": {"circle": 0.5, "square": 0.6, "triangle": 0.7,
+                                                "all": 0.6}, "kmeans_4": 0.4, "kmeans_100": 0.5},
+        config={}, data={"supersample": 5}, checkpoint=None, device="cpu", wall={},
+        started_at=records.now(), command="flowbench run toy-new")
+    records.write_record(tmp_path, rec)
+    out = CliRunner().invoke(main, ["table", "--results", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert "| Toy Baseline†‡ (ours) | Toy Baseline†‡ (paper) |" in out.output  # Table 1 column
+    assert "| Geo | all | - | 0.56 | - | 0.88 | - | 0.95 | - |  | 0.600 (quick, local) |  |" in out.output
+    assert "| Toy Baseline | 0.400 (quick, local) |  | 0.500 (quick, local) |" in out.output  # Table 2 row
+    assert "† Toy Baseline: visible-only masks" in out.output
+    assert "‡ Toy Baseline: sees the ground-truth flow at test time." in out.output
+    listed = CliRunner().invoke(main, ["list"])
+    assert "toy-new" in listed.output and "Toy Baseline" in listed.output
+    assert "quick: about a minute" in listed.output
+
+
+def test_table2_keys_the_papers_flowcapsules_row_to_flowscae_and_labels_ours():
+    t = tables.table2([_rec(k4=0.75)], load_methods())
+    labels = [r[0][0] for r in t.rows]
+    assert labels[:2] == ["SCAE", spec.PAPER_TITLES["flowscae"]]
+    ours = "FlowCapsules, k-means on raw capsule vectors"
+    assert ours in labels
+    assert _cell(t, [ours], "Geo N=4").ours() == "0.750 (quick)"
+    assert _cell(t, [ours], "Geo N=4").theirs() == ""  # the paper has no such row
+    assert _cell(t, [spec.PAPER_TITLES["flowscae"]], "Geo N=100").theirs() == "0.99"
+    assert "flowbench run flowscae --dataset geo" in t.missing
 
 
 def test_best_profile_wins_and_ablation_runs_stay_out_of_table1():
     recs = [_rec(profile="quick", all_iou=0.5), _rec(profile="paper", all_iou=0.96),
             _rec(all_iou=0.1, axes=(4, 27, 3, True), variant={"num_capsules": 4})]
-    c = _cell(tables.table1(recs), ["Geo", "all"], "FlowCapsules")
+    c = _cell(_t1(recs), ["Geo", "all"], "FlowCapsules")
     assert c.values == (0.96,) and c.profile == "paper"
+    only = _cell(_t1(recs, profile="quick"), ["Geo", "all"], "FlowCapsules")
+    assert only.values == (0.5,) and only.profile == "quick"
 
 
-def test_current_data_wins_and_older_data_is_named():
+def test_current_data_wins_older_data_and_local_runs_are_named():
     old_long = _rec(profile="long", all_iou=0.96, supersample=None)  # written before the field
-    t = tables.table1([old_long, _rec(profile="gpu", all_iou=0.92)])
+    t = _t1([old_long, _rec(profile="gpu", all_iou=0.92)])
     assert _cell(t, ["Geo", "all"], "FlowCapsules").ours() == "0.920 (gpu)"
-    c = _cell(tables.table1([old_long, _rec(profile="quick", all_iou=0.9, supersample=4)]),
+    c = _cell(_t1([old_long, _rec(profile="quick", all_iou=0.9, supersample=4)]),
               ["Geo", "all"], "FlowCapsules")
     assert c.ours() == "0.960 (long, 4x4 data)"
-    rows = list(csv.DictReader(io.StringIO(tables.render_csv([tables.table1([old_long])]))))
-    assert {r["note"] for r in rows if r["row"] == "Geo / all" and r["column"] == "FlowCapsules"} \
-        == {"4x4 data"}
+    rows = list(csv.DictReader(io.StringIO(tables.render_csv([_t1([old_long])]))))
+    [row] = [r for r in rows if r["row"] == "Geo / all" and r["column"] == "FlowCapsules"]
+    assert row["note"] == "4x4 data" and row["records"].endswith("long/seed0.json")
+    mine = _cell(_t1([_rec(local=True)]), ["Geo", "all"], "FlowCapsules")
+    assert mine.ours() == "0.900 (quick, local)"
 
 
-def test_table3_rows_pick_matching_axes_only():
-    recs = [_rec(all_iou=0.9), _rec(all_iou=0.7, axes=(4, 27, 3, True), variant={"num_capsules": 4}),
-            _rec(all_iou=0.6, axes=(8, 27, 2, True), variant={"decoder_depth": 2})]
+def test_table3_rows_are_the_papers_configurations():
+    assert [r.label for r in spec.ABLATION_ROWS] == [
+        "K=4, |s|=11", "K=8, |s|=11", "K=16, |s|=11", "K=8, |s|=3", "K=8, |s|=27",
+        "depth ordering off, 6-layer decoder", "depth ordering on, 2-layer decoder",
+        "depth ordering on, 6-layer decoder"]
+    assert all(r.datasets == ("geo",) for r in spec.ABLATION_ROWS[5:])
+
+
+def test_table3_a_record_fills_a_row_only_on_its_exact_configuration():
+    recs = [_rec(all_iou=0.90),  # the default: K 8, |s| 27, 3-layer decoder, depth on
+            _rec(all_iou=0.70, axes=(4, 27, 3, True), variant={"num_capsules": 4}),
+            _rec(all_iou=0.71, axes=(4, 11, 3, True), variant={"num_capsules": 4, "shape_dim": 11}),
+            _rec(all_iou=0.60, axes=(8, 27, 2, True), variant={"decoder_depth": 2}),
+            _rec(all_iou=0.50, axes=(8, 27, 6, False), variant={"decoder_depth": 6,
+                                                                "depth_ordering": False}),
+            _rec(all_iou=0.40, axes=(8, 11, 6, False), variant={"shape_dim": 11}),
+            _rec(all_iou=0.30, axes=(8, 27, 6, True), variant={"decoder_depth": 6},
+                 dataset="geo+"),
+            # a model whose own default decoder has 6 layers (no override)
+            _rec(all_iou=0.35, axes=(8, 27, 6, True), dataset="geo+", profile="gpu")]
     t = tables.table3(recs)
-    assert _cell(t, ["K=8"], "Geo").values == (0.9,)  # the default run fills its own rows
-    assert _cell(t, ["|s|=27"], "Geo").values == (0.9,)
-    assert _cell(t, ["depth ordering on"], "Geo").values == (0.9,)
-    assert _cell(t, ["K=4"], "Geo").values == (0.7,)
-    assert _cell(t, ["decoder depth 2"], "Geo").values == (0.6,)
-    assert _cell(t, ["decoder depth 6"], "Geo").values == ()
-    assert _cell(t, ["decoder depth 2"], "Geo+").ours() == "n/a"
+    assert _cell(t, ["K=8, |s|=27"], "Geo").values == (0.9,)  # the decoder depth is free there
+    assert _cell(t, ["K=4, |s|=11"], "Geo").values == (0.71,)  # K=4 at |s|=27 fills nothing
+    assert _cell(t, ["K=8, |s|=11"], "Geo").values == ()  # depth off is not the paper's model
+    assert _cell(t, ["depth ordering on, 2-layer decoder"], "Geo").values == (0.6,)
+    assert _cell(t, ["depth ordering off, 6-layer decoder"], "Geo").values == (0.5,)
+    assert _cell(t, ["depth ordering on, 6-layer decoder"], "Geo").values == ()  # ours is 3
+    # an override of an axis a row leaves free keeps the run out of that row
+    assert _cell(t, ["K=8, |s|=27"], "Geo+").values == (0.35,)
+    assert _cell(t, ["depth ordering on, 6-layer decoder"], "Geo+").ours() == "n/a"
+    assert _cell(t, ["K=8, |s|=27"], "Geo").theirs() == "0.96"
     assert t.missing == {"flowbench ablate --dataset geo", "flowbench ablate --dataset geo+"}
+
+
+def test_the_ablation_grid_is_the_table3_rows_and_fills_every_one():
+    method = load_methods()["flowcaps"]
+    for ds in spec.DATASETS:
+        grid = ablation_grid(method, ds, "quick")
+        assert grid[0] == Axes() and len(set(grid)) == len(grid)  # the default run first, once
+        runs = []
+        for v in grid:
+            from benchmark.registry import TrainSpec
+            resolved = method.axes(TrainSpec(dataset=ds, profile="quick", seed=0,
+                                             data_root=Path("x"), run_dir=Path("x"),
+                                             image_size=64, variant=v))
+            runs.append(_rec(dataset=ds, axes=tuple(getattr(resolved, n) for n in NAMES),
+                             variant={n: getattr(v, n) for n in NAMES}))
+        t = tables.table3(runs)
+        for row in spec.ablation_rows(ds):
+            assert len(_cell(t, [row.label], spec.DATASET_TITLES[ds]).values) == 1, (ds, row)
+    assert len(ablation_grid(method, "geo", "quick")) == 8  # (8, 27) is the default run
+    assert len(ablation_grid(method, "geo+", "quick")) == 5
 
 
 def test_renderers_markdown_latex_csv():
     recs = [_rec(seed=0, all_iou=0.9, k4=0.75), _rec(seed=1, all_iou=0.8, k4=0.85)]
     built = tables.build_tables(recs)
     md = tables.render_markdown(built)
-    assert md.count("**Table") == 3 and "| Geo | all | - | ? | - | ? | 0.850 ± 0.071" in md
-    assert "| \\|s\\|=3 | - |" in md  # a bare | would split the markdown cell
-    assert f"| Exercise | all | {tables.NOT_PUBLIC} |  |" in md
+    assert md.count("**Table") == 3 and "| Geo | all | - | 0.56 | - | 0.88 | 0.850 ± 0.071" in md
+    assert "| K=8, \\|s\\|=3 | - |" in md  # a bare | would split the markdown cell
+    assert "| Exercise | all | not public | 0.28 |" in md
+    assert "?" not in md.replace("?|", "")  # every paper number is transcribed
     tex = tables.render_latex(built)
     assert tex.count("\\begin{tabular}") == 3 and "$\\pm$" in tex and "$|$s$|$=3" in tex
     rows = list(csv.DictReader(io.StringIO(tables.render_csv(built))))
     geo_all = [r for r in rows if r["row"] == "Geo / all" and r["column"] == "FlowCapsules"][0]
     assert float(geo_all["ours_mean"]) == 0.85 and geo_all["seeds"] == "2"
     assert geo_all["paper"] == "0.95" and geo_all["profile"] == "quick"
-    k4 = [r for r in rows if r["row"] == "FlowCapsules" and r["column"] == "Geo N=4"][0]
+    ours = "FlowCapsules, k-means on raw capsule vectors"
+    k4 = [r for r in rows if r["row"] == ours and r["column"] == "Geo N=4"][0]
     assert float(k4["ours_mean"]) == 0.8
 
 
-def test_paper_data_covers_every_table_cell_with_a_source():
+def test_paper_data_covers_every_cell_the_tables_ask_for_with_a_source():
     raw = json.loads(resources.files("benchmark").joinpath("data/paper.json").read_text())
     assert len(raw["cells"]) == len(paper_cells())  # no duplicate keys
     for cell in paper_cells().values():
-        assert cell.source.startswith(f"Table {cell.table}")
+        assert cell.source and (cell.value is None) == bool(cell.note and cell.value is None)
         assert cell.value is None or 0.0 <= cell.value <= 1.0
-        assert cell.note
-    assert [paper_value(1, "geo", "flowcaps", r) for r in ("circle", "square", "triangle", "all")] \
-        == [0.94, 0.98, 0.98, 0.95]
+    assert [paper_value(1, "geo", "flowcaps", r) for r in spec.PARTS] == [0.94, 0.98, 0.98, 0.95]
     keys = set(paper_cells())
-    for ds in ("geo", "geo+"):
-        for row in ("circle", "square", "triangle", "all"):
-            assert {(1, ds, m, row) for m in ("rnem", "psd", "flowcaps")} <= keys
-        for n in (4, 100):
-            assert {(2, ds, m, f"N={n}") for m in ("scae", "flowcaps")} <= keys
-    for label, _, _, datasets in tables.ABLATION_ROWS:
-        assert {(3, ds, "flowcaps", label) for ds in datasets} <= keys
+    for ds in spec.DATASETS + ("exercise",):
+        parts = spec.EXERCISE_PARTS if ds == "exercise" else spec.PARTS
+        assert {(1, ds, m, p) for m in spec.TABLE1.paper_methods for p in parts} <= keys
+    for ds in spec.DATASETS:
+        assert {(2, ds, m, f"N={n}") for m in spec.TABLE2.paper_methods
+                for n in spec.CLUSTERS} <= keys
+    for row in spec.ABLATION_ROWS:
+        assert {(3, ds, "flowcaps", row.label) for ds in row.datasets} <= keys
 
 
-def test_ablation_grid_fills_every_table3_row():
-    from dataclasses import asdict
+# The project's transcription of the paper sits beside the repository (PAPER_TABLES overrides).
+PAPER_TABLES = Path(os.environ.get("PAPER_TABLES") or
+                    Path(__file__).resolve().parents[2] / "shared" / "paper-tables.md")
 
-    from benchmark.runner import ablation_grid
-    default = {"num_capsules": 8, "shape_dim": 27, "decoder_depth": 3, "depth_ordering": True}
-    for ds in ("geo", "geo+"):
-        grid = ablation_grid(ds)
-        assert grid[0].tag() == ""  # the default run comes first
-        runs = []
-        for v in grid:
-            set_axes = {k: x for k, x in asdict(v).items() if x is not None}
-            assert len(set_axes) <= 1  # one change at a time
-            runs.append(_rec(dataset=ds, axes=tuple({**default, **set_axes}.values()),
-                             variant=set_axes))
-        t = tables.table3(runs)
-        for label, _, _, datasets in tables.ABLATION_ROWS:
-            if ds in datasets:
-                assert _cell(t, [label], tables.DATASET_TITLES[ds]).values, (ds, label)
+
+@pytest.mark.skipif(not PAPER_TABLES.is_file(), reason="../shared/paper-tables.md is not here")
+def test_paper_json_holds_every_number_of_the_transcription():
+    text = PAPER_TABLES.read_text()
+    cells = paper_cells()
+    methods = {"R-NEM": "rnem", "PSD": "psd", "FlowCapsules": "flowcaps", "SCAE": "scae",
+               "FlowCapsules (as FlowSCAE)": "flowscae"}
+    found = 0
+    for block in re.findall(r"(?:^\|.*\|\n)+", text, flags=re.M):
+        lines = [[c.strip() for c in line.strip().strip("|").split("|")]
+                 for line in block.strip().splitlines()]
+        head, body = lines[0], [r for r in lines[2:]]
+        for row in body:
+            if head[:2] == ["dataset", "part"]:  # Table 1
+                for name, v in zip(head[2:], row[2:]):
+                    key = (1, row[0].lower(), methods[name], row[1])
+                    assert cells[key].value == float(v), key
+                    found += 1
+            elif head[0] == "method":  # Table 2
+                for col, v in zip(head[1:], row[1:]):
+                    ds, n = col.split()
+                    key = (2, ds.lower(), methods[row[0]], n)
+                    assert cells[key].value == float(v), key
+                    found += 1
+            elif head[0] == "K":  # Table 3, K and |s|
+                for ds, v in zip(("geo", "geo+"), row[2:]):
+                    key = (3, ds, "flowcaps", f"K={row[0]}, |s|={row[1]}")
+                    assert cells[key].value == float(v), key
+                    found += 1
+            elif head[0] == "depth ordering":
+                on = {"yes": "on", "no": "off"}[row[0]]
+                key = (3, "geo", "flowcaps",
+                       f"depth ordering {on}, {row[1].split('-')[0]}-layer decoder")
+                assert cells[key].value == float(row[2]), key
+                found += 1
+    assert found == 24 + 8 + 10 + 3
+    # The numbers of its prose (Geo+ FlowCapsules, the 0.96 of the text, the 28 clusters).
+    prose = re.sub(r"(?:^\|.*\|\n)+", "", text, flags=re.M)
+    stated = {float(x) for x in re.findall(r"(?<![\d.])(0\.\d\d|\d+)(?![\d.])",
+                                           prose.split("## Settings")[0])}
+    stated -= {1.0, 2.0, 3.0, 4.0, 100.0, 2021.0}  # table numbers, N, the year
+    have = {c.value for c in cells.values()} | {t.value for t in paper_text(1) + paper_text(2)}
+    assert stated <= have, stated - have
+    for geo_plus, part in zip((0.85, 0.93, 0.90, 0.89), spec.PARTS):
+        assert cells[(1, "geo+", "flowcaps", part)].value == geo_plus

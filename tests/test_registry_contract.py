@@ -8,9 +8,11 @@ import json
 import numpy as np
 import pytest
 
+from benchmark.datasets import to_flow, to_images
 from benchmark.errors import BenchmarkError
+from benchmark.evaluate import evaluate
+from benchmark.profiles import PROFILES
 from benchmark.registry import TrainSpec, get_method, load_methods
-from benchmark.runner import evaluate, to_images
 
 SIZE = 32  # tests/conftest.py's tiny_geo
 
@@ -28,23 +30,27 @@ def test_method_contract(name, tiny_geo, tmp_path):
     assert loaded.image_size == SIZE
     json.dumps(loaded.config)
 
-    frames = read_split(tiny_geo, "test", ("frames",), limit=3)["frames"]
+    test = read_split(tiny_geo, "test", ("frames", "flow"), limit=3)
+    frames = test["frames"]
     img0, img1 = to_images(frames[:, 0]), to_images(frames[:, 1])
-    pred = method.predict(loaded.model, img0, img1)
+    gt = {"gt_flow": to_flow(test["flow"][:, 0])} if "flow" in method.uses_ground_truth else {}
+    pred = method.predict(loaded.model, img0, img1, **gt)
     pred.check(3, SIZE)
+    if not gt:  # every method takes the keyword, whether or not it reads it
+        method.predict(loaded.model, img0, img1, gt_flow=None).check(3, SIZE)
     assert pred.masks.min() >= 0 and pred.masks.max() <= 1 and pred.visible.min() >= 0
-    again = method.predict(loaded.model, img0, img1)
+    again = method.predict(loaded.model, img0, img1, **gt)
     assert np.array_equal(pred.masks, again.masks)  # inference is deterministic
     assert np.allclose(method.embed(loaded.model, img0), pred.features, atol=1e-5)
 
-    m = evaluate(method, loaded, tiny_geo, random_state=0, progress=False)
+    m = evaluate(method, loaded, tiny_geo, random_state=0, test_limit=8, progress=False)
     for key in ("amodal_iou", "amodal_iou_per_image", "visible_iou", "visible_iou_per_image"):
         assert 0.0 <= m[key]["all"] <= 1.0
     # Per-image matching can only do as well as or better than one fixed assignment.
     assert m["amodal_iou_per_image"]["all"] >= m["amodal_iou"]["all"] - 1e-9
     assert len(set(m["assignment"].values())) == 3
     assert -1.0 <= m["fg_ari"] <= 1.0 and 0.0 <= m["kmeans_4"] <= 1.0
-    assert m["n_test"] == 16 and m["n_train_features"] == 48
+    assert m["n_test"] == 8 and m["n_train_features"] == 48
 
 
 @pytest.mark.parametrize("name", sorted(load_methods()))
@@ -58,17 +64,23 @@ def test_method_refuses_missing_and_corrupt_checkpoints(name, tmp_path):
         method.load(bad)
 
 
-def test_every_listed_profile_has_data_a_duration_and_a_flowcaps_config():
+@pytest.mark.parametrize("name", sorted(load_methods()))
+def test_method_declares_its_profiles_and_what_it_sees(name):
+    method = get_method(name)
+    assert {"smoke", "quick"} <= set(method.budgets) <= set(PROFILES)
+    assert all(isinstance(b, str) and b for b in method.budgets.values())
+    assert set(method.uses_ground_truth) <= {"flow"} and isinstance(method.amodal, bool)
+    assert set(method.tables) <= {1, 2} and method.clip_frames >= 2
+
+
+def test_every_profile_has_a_flowcaps_config_at_its_image_size():
     import flowcaps
-    from benchmark.cli import DURATION
-    from benchmark.registry import PROFILES
-    from benchmark.runner import DATA_PROFILES
-    from benchmark.tables import PROFILE_ORDER
-    for profile in PROFILES:
-        assert profile in DATA_PROFILES and profile in DURATION and profile in PROFILE_ORDER
-        cfg = flowcaps.PROFILES[profile](out="x")
+    for name, profile in PROFILES.items():
+        if name == "smoke":
+            continue  # the adapter scales the quick profile down (test_benchmark_flowcaps)
+        cfg = flowcaps.PROFILES[name](out="x")
         cfg.validate()
-        assert cfg.model.image_size == DATA_PROFILES[profile].size
+        assert cfg.model.image_size == profile.size
     # the gpu profile is the quick model with a GPU-sized batch, less the two switches its
     # records predate
     quick, gpu = flowcaps.PROFILES["quick"](out="x"), flowcaps.PROFILES["gpu"](out="x")
@@ -79,3 +91,22 @@ def test_every_listed_profile_has_data_a_duration_and_a_flowcaps_config():
     long = flowcaps.PROFILES["long"](out="x")
     assert long.max_minutes > quick.max_minutes
     assert long.replace(max_minutes=quick.max_minutes) == quick
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"budgets": {"quick": "a minute"}}, "include smoke and quick"),
+    ({"budgets": {"smoke": "s", "quick": "q", "huge": "h"}}, "known profiles"),
+    ({"uses_ground_truth": ("depth",)}, "uses_ground_truth may name"),
+    ({"tables": (3,)}, "tables may name"),
+    ({"clip_frames": 1}, "clip_frames must be"),
+])
+def test_a_bad_declaration_fails_at_registration_naming_the_method(attrs, message,
+                                                                   register_toy):
+    with pytest.raises(ValueError, match=f"method 'toy-bad'.*{message}"):
+        register_toy(name="toy-bad", **attrs)
+    assert "toy-bad" not in load_methods()
+
+
+def test_a_method_leaving_the_new_attributes_out_gets_their_defaults(register_toy):
+    m = register_toy(name="toy-bare")  # the toy class states only its budgets
+    assert (m.uses_ground_truth, m.amodal, m.tables, m.clip_frames) == ((), True, (1, 2), 2)

@@ -1,1 +1,6 @@
-"""Adapters that put each method behind the benchmark's protocol (benchmark.registry)."""
+"""Adapters that put each method behind the benchmark's protocol (benchmark.registry).
+
+Importing this package registers every method: one explicit import per adapter module, so a new
+baseline is registered by adding its line here (its model lives in `baselines/<name>/`).
+"""
+from benchmark.methods import flowcaps  # noqa: F401  (registers flowcaps, flowcaps-refine)

@@ -22,28 +22,39 @@ from benchmark.errors import BenchmarkError
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 
-def _smoke_config(out: str):
-    """A few dozen steps at 32 px: for the contract test and end-to-end checks only."""
-    from flowcaps import ModelConfig, TrainConfig
-    return TrainConfig(model=ModelConfig(image_size=32, enc_channels=(16, 16, 32, 32),
-                                         enc_hidden=64, dec_hidden=32),
-                       out=out, epochs=2, batch_size=16, lr=1e-3, points=128, smooth_points=16,
-                       blur_sigmas=(0.0,), both_directions=False, checkpoint_minutes=10.0,
-                       log_every=5,
-                       # A model this small gains nothing from a second thread, which on
-                       # shared cores mostly waits (measured: 13 s -> 6 s for the contract test).
-                       threads=1)
+# The smoke profile is the quick profile scaled down (a smaller network, a few dozen steps, one
+# process and thread, no compile), so the contract test trains the model family that the quick
+# profile really trains. One thread: a model this small gains nothing from a second one, which on
+# shared cores mostly waits.
+SMOKE_MODEL = {"enc_channels": (16, 16, 32, 32), "enc_hidden": 64, "dec_hidden": 32}
+SMOKE_TRAIN = {"epochs": 2, "batch_size": 16, "points": 128, "smooth_points": 16,
+               "blur_sigmas": (0.0,), "both_directions": False, "max_minutes": None,
+               "warmup_steps": 0, "compile": False, "cpu_ranks": 1, "threads": 1,
+               "checkpoint_minutes": 10.0, "log_every": 5}
 
 
 @register
 class FlowCapsulesMethod:
     name = "flowcaps"
     title = "FlowCapsules"
+    # One seed, data and evaluation included (the records' wall_s say what each part took).
+    budgets = {
+        "smoke": "seconds",
+        "quick": "about 30 minutes on a 2-core CPU (23 of them training)",
+        "long": "about 2.4 hours on a 2-core CPU (135 minutes of it training)",
+        "gpu": "about 8-9 minutes on one GPU (5.25 of them training)",
+        "paper": "many hours on a GPU (150 epochs over 100k pairs)",
+    }
+    uses_ground_truth = ()
+    amodal = True
+    tables = (1, 2)
+    clip_frames = 2
 
     def _train_config(self, spec: TrainSpec):
         import flowcaps
         if spec.profile == "smoke":
-            base = _smoke_config(str(spec.run_dir))
+            base = flowcaps.PROFILES["quick"](out=str(spec.run_dir)).replace(
+                model=SMOKE_MODEL, **SMOKE_TRAIN)
         elif spec.profile in flowcaps.PROFILES:
             base = flowcaps.PROFILES[spec.profile](out=str(spec.run_dir))
         else:
@@ -68,6 +79,13 @@ class FlowCapsulesMethod:
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         return dataclasses.asdict(self._train_config(spec))
+
+    def axes(self, spec: TrainSpec) -> Axes:
+        """Table 3's axes that a spec trains with (its variant over the profile's defaults):
+        `flowbench ablate` asks for only the axes that differ from these."""
+        m = self._train_config(spec).model
+        return Axes(num_capsules=m.num_capsules, shape_dim=m.shape_dim,
+                    decoder_depth=m.dec_depth, depth_ordering=m.depth_ordering)
 
     def train(self, spec: TrainSpec) -> Path:
         import flowcaps
@@ -96,8 +114,10 @@ class FlowCapsulesMethod:
         return LoadedModel(model=model, config=dataclasses.asdict(m), axes=axes,
                            image_size=m.image_size, trained_with=trained_with)
 
-    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray) -> Prediction:
-        """`model.parse(img0)` and `model.flow(img0, img1)` from one decoder pass.
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
+                gt_flow: np.ndarray | None = None) -> Prediction:
+        """`model.parse(img0)` and `model.flow(img0, img1)` from one decoder pass (gt_flow is
+        not used: FlowCapsules sees only the images).
 
         The decoder dominates inference, and both public calls decode the masks of img0
         on the full grid; composing the model's steps once halves evaluation time. The
@@ -143,10 +163,28 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
 
     name = "flowcaps-refine"
     title = "FlowCapsules + pose refinement"
+    # The same training; the refinement makes evaluating 10k test pairs slow on a CPU.
+    budgets = {
+        "smoke": "seconds",
+        "quick": "about 70 minutes on a 2-core CPU (23 training, about 45 evaluating)",
+        "long": "about 3.2 hours on a 2-core CPU (135 minutes training, 45 evaluating)",
+        "gpu": "about 10 minutes on one GPU (5.25 of them training)",
+        "paper": "many hours on a GPU",
+    }
+    # Its clustering features are the encoder's, as for flowcaps: Table 2 would repeat that row.
+    tables = (1,)
 
     def __init__(self, refine=None):
-        from flowcaps.config import RefineConfig
-        self.refine = refine or RefineConfig()
+        self._refine = refine  # a flowcaps RefineConfig; None: its defaults, made on first use
+
+    @property
+    def refine(self):
+        # Made here, not at registration: importing flowcaps imports torch, and `flowbench
+        # list` and `table` start without it.
+        if self._refine is None:
+            from flowcaps.config import RefineConfig
+            self._refine = RefineConfig()
+        return self._refine
 
     def load(self, checkpoint: Path) -> LoadedModel:
         loaded = super().load(checkpoint)
@@ -154,7 +192,8 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
         return dataclasses.replace(loaded, config={**loaded.config,
                                                    "refine": dataclasses.asdict(self.refine)})
 
-    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray) -> Prediction:
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
+                gt_flow: np.ndarray | None = None) -> Prediction:
         import torch
         from flowcaps import geometry
         from flowcaps.refine import refine_poses

@@ -1,0 +1,156 @@
+"""The data a run reads: a profile's folders, made only when asked or when they are the defaults.
+
+Letters: B batch, T frames, H = W image side.
+
+Three kinds of folder, all generated with `profiles.DATA_SEED`:
+- a profile's data (`profiles.default_data_root`): what training reads, made if missing;
+- the evaluation set of a checkpoint run (`profiles.eval_data_root`): the profile's test split
+  and only the training pairs that the k-means protocol fits on (`TRAIN_FEATURES`), never a
+  training set;
+- a few test pairs for `flowbench show` (under runs/show-data).
+geogen draws every sample from its own stream (seed, split, index), so the first N pairs of a
+split are the same pairs in any of these folders made with the same settings.
+A folder the user names is never made unless they ask (`--make-data`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from benchmark.errors import BenchmarkError
+from benchmark.profiles import DATA_SEED, get_profile
+
+TRAIN_FEATURES = 10000  # train pairs embedded to fit k-means (all of them when fewer)
+SMALL = 5000  # pairs: a set this small is made in this process (starting workers costs more)
+SHOW_DATA = Path("runs") / "show-data"
+# Records that do not note their data's subsample count were made with 4, the generator's only
+# default until the 5 x 5 count.
+LEGACY_SUPERSAMPLE = 4
+
+
+def current_supersample() -> int:
+    """The subsample count geogen makes data with now."""
+    from geogen.make import MakeConfig
+    return MakeConfig().supersample
+
+
+def make_config(dataset: str, root: Path, *, n: int, val: int, test: int, size: int,
+                frames: int = 2, supersample: int | None = None, seed: int = DATA_SEED):
+    from geogen.make import MakeConfig
+    extra = {} if supersample is None else {"supersample": supersample}
+    workers = 1 if n + val + test < SMALL else 0  # 0: one per core; the bytes are the same
+    return MakeConfig(variant=dataset, n=n, val=val, test=test, size=size, frames=frames,
+                      seed=seed, out=str(root), workers=workers, **extra)
+
+
+def profile_config(dataset: str, profile: str, root: Path, frames: int = 2):
+    p = get_profile(profile)
+    return make_config(dataset, root, n=p.train, val=p.val, test=p.test, size=p.size,
+                       frames=frames)
+
+
+def eval_config(dataset: str, profile: str, root: Path):
+    p = get_profile(profile)
+    return make_config(dataset, root, n=min(p.train, TRAIN_FEATURES), val=0, test=p.test,
+                       size=p.size)
+
+
+def data_supersample(manifest: dict) -> int | None:
+    """The subsample count a dataset was made with (None for an imported one)."""
+    value = manifest.get("config", {}).get("supersample")
+    return None if value is None else int(value)
+
+
+def read_manifest_checked(root: Path) -> dict:
+    from geogen.errors import GeogenError
+    from geogen.shards import read_manifest
+    try:
+        return read_manifest(root)
+    except GeogenError as err:
+        raise BenchmarkError(str(err)) from None
+
+
+def ensure(cfg, root: Path, *, may_make: bool, own_folder: bool, progress: bool = True,
+           echo=print) -> Path:
+    """The dataset at `root` checked against `cfg`, made first when missing and `may_make`.
+
+    Every folder must hold cfg's variant at cfg's size with at least cfg's frames. A folder the
+    benchmark names itself (`own_folder`) must also match cfg's counts and have been made with
+    the generator's current settings (supersample), so an old default folder is not scored as
+    if it were the current data; a folder the user names is taken as it is.
+    """
+    from geogen.errors import GeogenError
+    from geogen.make import make_dataset
+    if (root / "manifest.json").is_file():
+        manifest = read_manifest_checked(root)
+        have = (manifest.get("variant"), int(manifest.get("size", -1)))
+        if have != (cfg.variant, cfg.size):
+            raise BenchmarkError(f"{root} holds {have[0]} at {have[1]} px, but {cfg.variant} at "
+                                 f"{cfg.size} px is needed; pass another --data folder")
+        if int(manifest.get("frames", 2)) < cfg.frames:
+            raise BenchmarkError(f"{root} holds clips of {manifest.get('frames')} frames; "
+                                 f"{cfg.frames} are needed")
+        ss = data_supersample(manifest)
+        if own_folder and ss is not None:  # None: imported data, taken as it is
+            if ss != cfg.supersample:
+                raise BenchmarkError(f"{root} was made with --supersample {ss}, the generator "
+                                     f"now uses {cfg.supersample}; move that folder away (or "
+                                     f"pass it with --data)")
+            counts = {k: int(v) for k, v in manifest.get("counts", {}).items()}
+            if counts != cfg.counts():
+                raise BenchmarkError(f"{root} holds {counts} pairs, this profile makes "
+                                     f"{cfg.counts()}; move that folder away (or pass it with "
+                                     f"--data)")
+        return root
+    if not may_make:
+        what = "is not a dataset (no manifest.json)" if root.exists() else "does not exist"
+        raise BenchmarkError(f"data folder {root} {what}; pass --make-data to make the "
+                             f"profile's data there")
+    echo(f"making {cfg.variant} in {root}: {cfg.counts()} pairs at {cfg.size} px "
+         f"(resumes if interrupted)")
+    try:
+        return Path(make_dataset(cfg, resume=True, progress=progress))
+    except GeogenError as err:
+        raise BenchmarkError(f"making {cfg.variant} in {root}: {err}") from None
+
+
+def show_data(dataset: str, size: int, pairs: int, supersample: int | None,
+              seed: int = DATA_SEED, progress: bool = False, echo=print) -> Path:
+    """A folder of the first `pairs` test pairs (rounded up to 16) of a dataset made with these
+    settings: what `flowbench show` draws when the full folder is not on this machine."""
+    pairs = max(16, pairs)
+    ss = f"-ss{supersample}" if supersample is not None else ""
+    root = SHOW_DATA / f"{dataset.replace('+', 'plus')}-{size}px{ss}-seed{seed}-test{pairs}"
+    cfg = make_config(dataset, root, n=1, val=0, test=pairs, size=size,
+                      supersample=supersample, seed=seed)
+    if not (root / "manifest.json").is_file():
+        echo(f"making the first {pairs} test pairs of {dataset} (data seed {seed}) in {root}")
+    try:
+        return ensure(cfg, root, may_make=True, own_folder=True, progress=progress,
+                      echo=lambda _: None)
+    except BenchmarkError as err:
+        raise BenchmarkError(f"{err}; or make test pairs yourself: geogen make --variant "
+                             f"{dataset} --n 1 --val 0 --test {pairs} --size {size} --seed "
+                             f"{seed} --out DIR, then pass --data DIR") from None
+
+
+def read_checked(root: Path, split: str, fields: tuple[str, ...],
+                 limit: int | None) -> dict[str, np.ndarray]:
+    """geogen.dataset.read_split with its errors as BenchmarkError."""
+    from geogen.dataset import read_split
+    from geogen.errors import GeogenError
+    try:
+        return read_split(root, split, fields, limit=limit)
+    except GeogenError as err:
+        raise BenchmarkError(f"reading the {split} split of {root}: {err}") from None
+
+
+def to_images(frames: np.ndarray) -> np.ndarray:
+    """uint8 (B, H, W, 3) -> float32 (B, 3, H, W) in [0, 1], the methods' input."""
+    return np.ascontiguousarray(frames.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
+
+
+def to_flow(flow: np.ndarray) -> np.ndarray:
+    """geogen's (B, H, W, 2) flow -> the methods' (B, 2, H, W) float32 (dx, dy) in pixels."""
+    return np.ascontiguousarray(np.moveaxis(flow, -1, 1), dtype=np.float32)

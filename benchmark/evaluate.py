@@ -1,0 +1,70 @@
+"""Every metric of a loaded model on a dataset's test split, plus the k-means protocol.
+
+Letters: B batch, T frames, K capsules, H = W image side, F feature size.
+
+Masks and flow are scored on frame 0 of each test pair, the frame whose grid the flow lives on.
+A method that declares `uses_ground_truth = ("flow",)` gets the test pair's ground-truth flow;
+no other method ever sees it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from benchmark.clustering import classification_metrics
+from benchmark.datasets import TRAIN_FEATURES, read_checked, to_flow, to_images
+from benchmark.errors import BenchmarkError
+from benchmark.metrics import AriScore, FlowScore, SegmentationScore
+from benchmark.registry import LoadedModel, Method, Prediction
+
+EVAL_BATCH = 50
+TEST_FIELDS = ("frames", "amodal", "visible", "flow", "present", "label")
+
+
+def predict(method: Method, model, frames: np.ndarray, flow: np.ndarray | None) -> Prediction:
+    """The method's prediction for test pairs: frames (B, T, H, W, 3) uint8, flow (B, H, W, 2)
+    of frame 0 -> 1, passed on only to a method that declares it sees it."""
+    img0, img1 = to_images(frames[:, 0]), to_images(frames[:, 1])  # (B, 3, H, W)
+    if "flow" in method.uses_ground_truth:
+        if flow is None:
+            raise BenchmarkError(f"{method.name} needs the ground-truth flow of the test pairs")
+        return method.predict(model, img0, img1, gt_flow=to_flow(flow))
+    return method.predict(model, img0, img1)
+
+
+def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state: int,
+             test_limit: int | None = None, progress: bool = True) -> dict:
+    """The metrics dict a record stores (see benchmark.metrics and benchmark.clustering)."""
+    test = read_checked(data_root, "test", TEST_FIELDS, test_limit)
+    n, size = len(test["label"]), test["frames"].shape[2]
+    if n == 0:
+        raise BenchmarkError(f"{data_root} has an empty test split")
+    if loaded.image_size != size:
+        raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px images but "
+                             f"{data_root} holds {size} px; pass matching --data")
+    seg, flow, ari = None, FlowScore(), AriScore()
+    test_feats = []
+    bar = tqdm(range(0, n, EVAL_BATCH), desc="evaluate test", unit="batch", disable=not progress)
+    for i in bar:
+        j = min(i + EVAL_BATCH, n)
+        gt_flow = test["flow"][i:j, 0]  # (B, H, W, 2)
+        pred = predict(method, loaded.model, test["frames"][i:j], gt_flow)
+        pred.check(j - i, size)
+        seg = seg or SegmentationScore(K=pred.masks.shape[1])
+        vis = test["visible"][i:j, 0]  # (B, H, W)
+        seg.update(pred.masks, pred.visible, test["amodal"][i:j, 0], vis, test["present"][i:j])
+        if pred.flow is not None:
+            flow.update(pred.flow, gt_flow, vis)
+        ari.update(pred.visible, vis)
+        test_feats.append(pred.features)
+    train = read_checked(data_root, "train", ("frames", "label"), TRAIN_FEATURES)
+    train_feats = [method.embed(loaded.model, to_images(train["frames"][i:i + EVAL_BATCH, 0]))
+                   for i in tqdm(range(0, len(train["label"]), EVAL_BATCH), desc="embed train",
+                                 unit="batch", disable=not progress)]
+    out = {**seg.compute(), **flow.compute(), **ari.compute()}
+    out.update(classification_metrics(np.concatenate(train_feats), train["label"],
+                                      np.concatenate(test_feats), test["label"], random_state))
+    out["n_test"], out["n_train_features"] = int(n), int(len(train["label"]))
+    return out

@@ -1,0 +1,157 @@
+"""Committed checkpoints and records point at each other; publish makes such pairs; show draws
+a committed record on a fresh clone."""
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchmark import datasets, records
+from benchmark.cli import main
+from benchmark.errors import BenchmarkError
+from benchmark.publish import check_pairs, publish
+from benchmark.runner import RunRequest, run
+
+
+def test_every_committed_checkpoint_and_record_point_at_each_other(in_repo):
+    assert check_pairs() == []
+    recs = sorted(records.COMMITTED.rglob("*.json"))
+    assert recs
+    for path in recs:
+        rec = records.read_record(path)
+        if rec["checkpoint_sha256"] is None:
+            assert rec["checkpoint_note"].startswith("not in the repository")
+            assert not Path(rec["checkpoint"]).is_file()
+        else:
+            assert rec["checkpoint"].startswith("checkpoints/")
+            assert records.file_sha256(Path(rec["checkpoint"])) == rec["checkpoint_sha256"]
+
+
+def test_the_quick_checkpoint_names_the_record_it_made(in_repo):
+    prov = json.loads(Path("checkpoints/flowcaps_geo_quick.json").read_text())
+    [entry] = prov["records"]
+    rec = records.read_record(Path(entry["path"]))
+    # the record its provenance once named now holds another run: this one is its own
+    assert rec["metrics"]["amodal_iou"]["all"] == prov["test_amodal_iou_fixed_assignment"]["all"]
+    assert rec["checkpoint"] == "checkpoints/flowcaps_geo_quick.pt"
+
+
+def test_check_pairs_finds_a_record_that_names_a_checkpoint_its_provenance_does_not(in_repo,
+                                                                                   tmp_path):
+    committed = tmp_path / "records"
+    src = Path("results/records/geo/flowcaps/long/seed0.json")
+    copy = committed / "geo" / "flowcaps" / "long" / "seed9.json"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(src.read_text())
+    problems = check_pairs(committed=committed)
+    assert problems == [f"{copy.as_posix()}: names checkpoints/flowcaps_geo_long.pt, whose "
+                        f"provenance does not list it"]
+
+
+@pytest.fixture
+def toy_run(tmp_path, monkeypatch, register_toy):
+    """A toy run's record under results/records of a fresh folder (the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    toy = register_toy()
+    [path] = run(RunRequest(method=toy.name, profile="smoke", results=records.COMMITTED),
+                 progress=False, echo=lambda _: None)
+    return toy, path
+
+
+def test_publish_copies_the_checkpoint_and_points_both_ways(toy_run):
+    toy, path = toy_run
+    before = records.read_record(path)
+    out = publish(path, Path("checkpoints/toy_geo_smoke.pt"), command="flowbench publish")
+    assert out["copied"]
+    rec = records.read_record(path)
+    assert rec["checkpoint"] == "checkpoints/toy_geo_smoke.pt"
+    assert rec["checkpoint_sha256"] == before["checkpoint_sha256"]
+    assert rec["checkpoint_source"] == before["checkpoint"]
+    assert rec["metrics"] == before["metrics"]
+    prov = json.loads(Path("checkpoints/toy_geo_smoke.json").read_text())
+    assert prov["records"] == [{"path": path.as_posix(), "sha256": records.file_sha256(path)}]
+    assert prov["training_log"] == "checkpoints/toy_geo_smoke.log.csv"
+    assert Path(prov["training_log"]).read_text().startswith("step,loss")
+    assert prov["config"] == before["config"] and prov["sha256"] == rec["checkpoint_sha256"]
+    assert check_pairs() == []
+    assert not list(Path("checkpoints").glob("*.tmp"))
+    # publishing it again links (same bytes): nothing is copied, the pair stays whole
+    assert not publish(path, Path("checkpoints/toy_geo_smoke.pt"))["copied"]
+    assert check_pairs() == []
+
+
+def test_publish_refuses_what_it_cannot_pair(toy_run):
+    toy, path = toy_run
+    Path("checkpoints").mkdir()
+    Path("checkpoints/taken.pt").write_bytes(b"another model")
+    with pytest.raises(BenchmarkError, match="holds another checkpoint; --force"):
+        publish(path, Path("checkpoints/taken.pt"))
+    assert Path("checkpoints/taken.pt").read_bytes() == b"another model"
+    with pytest.raises(BenchmarkError, match="checkpoints/<name>.pt"):
+        publish(path, Path("elsewhere/x.pt"))
+    rec = records.read_record(path)
+    Path(rec["checkpoint"]).write_text('{"size": 32, "changed": true}')
+    with pytest.raises(BenchmarkError, match="changed since"):
+        publish(path, Path("checkpoints/toy.pt"))
+    [part] = run(RunRequest(method=toy.name, profile="smoke", test_limit=3,
+                            checkpoint=Path(rec["checkpoint"]), results=records.COMMITTED),
+                 progress=False, echo=lambda _: None)
+    res = CliRunner().invoke(main, ["publish", str(part), "--as", "checkpoints/toy.pt"])
+    assert res.exit_code == 1 and "partial evaluation" in res.output
+    assert not Path("checkpoints/toy.pt").exists()
+
+
+def test_show_draws_a_committed_record_on_a_fresh_clone(in_repo, tmp_path, monkeypatch):
+    # its data folder is not here (or holds other data): the first test pairs are made again
+    monkeypatch.setattr(datasets, "SHOW_DATA", tmp_path / "show-data")
+    out = tmp_path / "fig.png"
+    res = CliRunner().invoke(main, ["show", "results/records/geo-4x4/flowcaps/quick/seed0.json",
+                                    "-o", str(out), "--pairs", "1"])
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    made = json.loads((tmp_path / "show-data" / "geo-64px-ss4-seed0-test16" / "manifest.json")
+                      .read_text())
+    assert made["config"]["supersample"] == 4  # the record's data: the 4 x 4 subsamples
+
+
+def test_show_names_a_checkpoint_that_is_not_in_the_repository(in_repo, tmp_path):
+    res = CliRunner().invoke(main, ["show", "results/records/geo/flowcaps/quick/seed0.json",
+                                    "-o", str(tmp_path / "f.png")])
+    assert res.exit_code == 1 and res.output.count("\n") == 1
+    assert "its checkpoint runs/flowbench/flowcaps_geo_quick_seed0/model.pt is not on this " \
+           "machine (not in the repository" in res.output
+
+
+def test_show_a_checkpoint_makes_the_few_test_pairs_it_needs(in_repo, tmp_path, monkeypatch):
+    ckpt = Path("checkpoints/flowcaps_geo_quick.pt").resolve()
+    monkeypatch.chdir(tmp_path)  # a fresh clone: no data/ folder
+    res = CliRunner().invoke(main, ["show", str(ckpt), "-o", "fig.png", "--pairs", "2"])
+    assert res.exit_code == 0, res.output
+    assert "making the first 16 test pairs of geo (data seed 0) in runs/show-data" in res.output
+    assert Path("fig.png").is_file() and not Path("data").exists()
+
+
+def test_show_refuses_a_checkpoint_that_is_not_the_one_its_record_names(toy_run, tmp_path):
+    toy, path = toy_run
+    rec = records.read_record(path)
+    Path(rec["checkpoint"]).write_text('{"size": 32, "retrained": true}')
+    res = CliRunner().invoke(main, ["show", str(path), "-o", str(tmp_path / "f.png")])
+    assert res.exit_code == 1 and "is not the checkpoint it names (sha256 differs)" in res.output
+
+
+def test_a_publish_that_fails_while_staging_changes_nothing(toy_run, monkeypatch):
+    import shutil
+    toy, path = toy_run
+    before = path.read_bytes()
+    calls, real_copy = [], shutil.copyfile
+
+    def copy_then_fail(src, dst):
+        calls.append(src)
+        if len(calls) == 2:  # the training log, after the checkpoint was staged
+            raise OSError("disk full")
+        return real_copy(src, dst)
+    monkeypatch.setattr("benchmark.publish.shutil.copyfile", copy_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        publish(path, Path("checkpoints/toy.pt"))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in Path("checkpoints").iterdir()) == []  # no temporary left
