@@ -162,6 +162,26 @@ def _lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
     return 1.0
 
 
+def run_fraction(step: int, total_steps: int, seconds: float, budget: float) -> float:
+    """How far the run is: the larger of its step and time fractions (`budget` in seconds, inf
+    for none). The schedules follow it, and the run ends when it reaches 1."""
+    return max(step / total_steps, seconds / budget)
+
+
+def bar_total(total_steps: int, budget: float) -> tuple[float, str]:
+    """The progress bar's total and unit: minutes of training when a time budget is set (its
+    steps are an upper bound the budget usually cuts short), else steps."""
+    return (budget / 60, "min") if math.isfinite(budget) else (total_steps, "step")
+
+
+def bar_position(step: int, total_steps: int, seconds: float, budget: float) -> float:
+    """Where the bar stands, in `bar_total`'s unit. With a budget, the run's fraction of it, so
+    the bar fills when the run ends, whichever of its limits comes first."""
+    if not math.isfinite(budget):
+        return step
+    return min(run_fraction(step, total_steps, seconds, budget), 1.0) * budget / 60
+
+
 def _fade(progress: float, span: float) -> float:
     """1 at the start, falling linearly to 0 at `span` of the run (prior_anneal, blur_fade)."""
     return max(0.0, 1.0 - progress / span)
@@ -191,6 +211,19 @@ def _load_init(model: FlowCapsules, cfg: TrainConfig) -> dict[str, Any]:
     model.load_weights(blob["model"])
     digest = hashlib.sha256(Path(cfg.init).read_bytes()).hexdigest()
     return {"path": str(cfg.init), "sha256": digest, "meta": checkpoint.meta_of(blob)}
+
+
+def _match_compiled_grad_layout(model: nn.Module) -> None:
+    """Give a 4-D weight whose two memory formats coincide (a 1x1 conv) channels-last strides.
+
+    Its bytes are the same either way, but DDP compares a gradient's strides with the weight's
+    literally, and the compiled backward returns such a gradient with channels-last strides.
+    """
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 4 and p.is_contiguous() and p.is_contiguous(
+                    memory_format=torch.channels_last):
+                p.set_(torch.empty_like(p, memory_format=torch.channels_last).copy_(p))
 
 
 def _dist_setup(device: torch.device) -> tuple[int, int]:
@@ -278,10 +311,14 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         meta = {**(meta or {}), "init": _load_init(model, cfg)}
     meta = {**(meta or {}), "pairs_total": local * world, "world_size": world}
 
-    loss_module: nn.Module = _LossModule(model, cfg)
+    step_fn: nn.Module = _LossModule(model, cfg)
+    if cfg.compile:
+        # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
+        # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
+        step_fn = torch.compile(step_fn)
     if world > 1:
-        loss_module = nn.parallel.DistributedDataParallel(loss_module)
-    step_fn = torch.compile(loss_module) if cfg.compile else loss_module
+        _match_compiled_grad_layout(model)
+        step_fn = nn.parallel.DistributedDataParallel(step_fn)
 
     def save_ckpt() -> None:
         if rank == 0:
@@ -298,8 +335,13 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         writer = csv.writer(log_file)
         if new_log:
             writer.writerow(LOG_FIELDS)
-    bar = tqdm(total=total_steps, initial=state["step"], disable=not progress or rank != 0,
-               desc="flowcaps train", unit="step")
+    total, unit = bar_total(total_steps, budget)
+    bar = tqdm(total=total, initial=bar_position(state["step"], total_steps,
+                                                 state["train_seconds"], budget),
+               disable=not progress or rank != 0, desc="flowcaps train", unit=unit,
+               bar_format=None if unit == "step" else
+               "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} min of training "
+               "[{elapsed}<{remaining}{postfix}]")
     recent: list[float] = []
     last_ckpt = time.monotonic()
     window_t, window_pairs = time.monotonic(), 0
@@ -321,7 +363,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                 cfg.seed * 1000003 + rank * 10007 + step)
             t0 = time.monotonic()
             img0, img1 = to_images(data[sel], device)
-            frac = max(step / total_steps, state["train_seconds"] / budget)
+            frac = run_fraction(step, total_steps, state["train_seconds"], budget)
             lr = cfg.lr * _lr_factor(cfg, step, frac)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -359,8 +401,10 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                                  *(f"{float(getattr(terms, n).detach()):.5g}" for n in TERM_FIELDS),
                                  f"{rate:.1f}"])
                 log_file.flush()
-                bar.set_postfix(loss=f"{loss:.4f}", pairs_s=f"{rate:.0f}")
-            bar.update(1)
+                bar.set_postfix({"step": state["step"], "loss": f"{loss:.4f}",
+                                "pairs/s": f"{rate:.0f}"})
+            bar.update(bar_position(state["step"], total_steps, state["train_seconds"], budget)
+                       - bar.n)
             if time.monotonic() - last_ckpt > cfg.checkpoint_minutes * 60:
                 save_ckpt()
                 last_ckpt = time.monotonic()
