@@ -201,13 +201,19 @@ def _check_resume(saved: TrainConfig, cfg: TrainConfig, path: Path) -> None:
                             f"use a new --out folder or the same settings")
 
 
-def _load_init(model: FlowCapsules, cfg: TrainConfig) -> dict[str, Any]:
-    """Load `cfg.init`'s weights into `model`; returns what the run's meta records of it."""
+def _init_blob(cfg: TrainConfig) -> dict[str, Any]:
+    """`cfg.init`'s checkpoint, or a one-line error if it is missing, foreign or of another model."""
     blob = checkpoint.read(cfg.init)
     saved = checkpoint.config_of(blob).model
     if saved != cfg.model:
         diff = sorted(k for k, v in saved.__dict__.items() if v != getattr(cfg.model, k))
         raise FlowcapsError(f"init checkpoint {cfg.init} has another model config (fields {diff})")
+    return blob
+
+
+def _load_init(model: FlowCapsules, cfg: TrainConfig) -> dict[str, Any]:
+    """Load `cfg.init`'s weights into `model`; returns what the run's meta records of it."""
+    blob = _init_blob(cfg)
     model.load_weights(blob["model"])
     digest = hashlib.sha256(Path(cfg.init).read_bytes()).hexdigest()
     return {"path": str(cfg.init), "sha256": digest, "meta": checkpoint.meta_of(blob)}
@@ -244,10 +250,28 @@ def _agree(value: float, world: int, device: torch.device) -> float:
     return float(t) / world
 
 
+def _check_run_folder(cfg: TrainConfig, ranks: int) -> None:
+    """The run folder: usable, and any checkpoint there one this run can resume."""
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise FlowcapsError(f"--out {out} exists and is not a folder")
+    ckpt_path = out / CKPT_NAME
+    if ckpt_path.exists():  # the ranks store their own config (launch.per_rank_config)
+        saved = checkpoint.config_of(checkpoint.read(ckpt_path))
+        _check_resume(saved, launch.per_rank_config(cfg, ranks) if ranks > 1 else cfg, ckpt_path)
+    elif cfg.init:
+        _init_blob(cfg)
+
+
 def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Path:
-    """Train from a geogen dataset root; returns the exported model path (`out/model.pt`)."""
+    """Train from a geogen dataset root; returns the exported model path (`out/model.pt`).
+
+    Every setting, the data, the run folder and `init` are checked before training starts
+    (and before the ranks start, when there are several)."""
     config.validate()
     ranks = launch.ranks_for(config, resolve_device(config.device).type)
+    if "RANK" not in os.environ:  # the launcher checked these before it started the ranks
+        _check_run_folder(config, ranks)
     if ranks > 1:
         _preflight(config, Path(data), ranks)
         return launch.launch(config, data, ranks, progress)
