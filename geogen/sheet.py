@@ -25,6 +25,7 @@ from geogen.flowviz import flow_key, flow_to_rgb, max_length
 # Label colours for `visible`: background grey, then circle, square, triangle.
 PALETTE = np.array([[40, 40, 40], [230, 80, 60], [70, 170, 80], [60, 110, 230]], np.uint8)
 GAP = 2
+BACKDROP = 150  # grey between the tiles: still flow is white and must not merge into the sheet
 BLOCK_GAP = 12  # between blocks of rows, so a block's rows read as one column
 MIN_TILE = 96   # small images are enlarged (nearest neighbour) to at least this side
 MAX_SIDE = 4096     # a sheet is never taller than this; rows go on in a block to the right
@@ -95,7 +96,7 @@ def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str
     items = [{k: v.numpy() for k, v in ds[i].items()} for i in indices]
     max_mag = max_length([it["flow"] for it in items])
     per_block, blocks, height, width = layout(len(items), cols, tile)
-    sheet = np.full((height, width, 3), 255, np.uint8)
+    sheet = np.full((height, width, 3), BACKDROP, np.uint8)
     block_w = cols * (tile + GAP) + GAP + BLOCK_GAP
     for r, item in enumerate(items):
         x0, y = (r // per_block) * block_w, GAP + (r % per_block) * (tile + GAP)
