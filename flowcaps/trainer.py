@@ -340,8 +340,9 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
         # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
         step_fn = torch.compile(step_fn)
+        if world > 1:
+            _match_compiled_grad_layout(model)
     if world > 1:
-        _match_compiled_grad_layout(model)
         step_fn = nn.parallel.DistributedDataParallel(step_fn)
 
     def save_ckpt() -> None:
