@@ -17,9 +17,9 @@ Letters: N samples, T frames, S slots, H = W = image side.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
-import errno
 import multiprocessing as mp
 import os
 import shutil
