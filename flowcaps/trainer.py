@@ -22,13 +22,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm import tqdm
 
 from flowcaps import checkpoint, launch
 from flowcaps.config import OVERLAP_RAMP, TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
+from flowcaps.progress import bar_position, run_fraction, training_bar
 
 CKPT_NAME = "checkpoint.pt"  # resumable state of the run
 MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
@@ -160,26 +160,6 @@ def _lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
         # so a time-budgeted run still anneals before it stops.
         return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
     return 1.0
-
-
-def run_fraction(step: int, total_steps: int, seconds: float, budget: float) -> float:
-    """How far the run is: the larger of its step and time fractions (`budget` in seconds, inf
-    for none). The schedules follow it, and the run ends when it reaches 1."""
-    return max(step / total_steps, seconds / budget)
-
-
-def bar_total(total_steps: int, budget: float) -> tuple[float, str]:
-    """The progress bar's total and unit: minutes of training when a time budget is set (its
-    steps are an upper bound the budget usually cuts short), else steps."""
-    return (budget / 60, "min") if math.isfinite(budget) else (total_steps, "step")
-
-
-def bar_position(step: int, total_steps: int, seconds: float, budget: float) -> float:
-    """Where the bar stands, in `bar_total`'s unit. With a budget, the run's fraction of it, so
-    the bar fills when the run ends, whichever of its limits comes first."""
-    if not math.isfinite(budget):
-        return step
-    return min(run_fraction(step, total_steps, seconds, budget), 1.0) * budget / 60
 
 
 def _fade(progress: float, span: float) -> float:
@@ -360,13 +340,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         writer = csv.writer(log_file)
         if new_log:
             writer.writerow(LOG_FIELDS)
-    total, unit = bar_total(total_steps, budget)
-    bar = tqdm(total=total, initial=bar_position(state["step"], total_steps,
-                                                 state["train_seconds"], budget),
-               disable=not progress or rank != 0, desc="flowcaps train", unit=unit,
-               bar_format=None if unit == "step" else
-               "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} min of training "
-               "[{elapsed}<{remaining}{postfix}]")
+    bar = training_bar(total_steps, budget, state, disable=not progress or rank != 0)
     recent: list[float] = []
     last_ckpt = time.monotonic()
     window_t, window_pairs = time.monotonic(), 0

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 import flowcaps
 from flowcaps import FlowcapsError, TrainConfig, checkpoint
+from flowcaps import progress
 from flowcaps import trainer as train_mod
 from flowcaps.cli import main as cli_main
 from flowcaps.config import ModelConfig
@@ -188,15 +189,15 @@ def test_init_starts_from_a_checkpoints_weights(tmp_path):
 def test_the_progress_bar_counts_the_budget_that_ends_the_run():
     steps, budget = 125000, 23 * 60.0
     # A time budget: the bar is over its minutes, not over steps the run will never reach.
-    assert train_mod.bar_total(steps, budget) == (23.0, "min")
-    assert train_mod.bar_position(9474, steps, 600.0, budget) == pytest.approx(10.0)
-    assert train_mod.bar_position(20000, steps, 1500.0, budget) == pytest.approx(23.0)
+    assert progress.bar_total(steps, budget) == (23.0, "min")
+    assert progress.bar_position(9474, steps, 600.0, budget) == pytest.approx(10.0)
+    assert progress.bar_position(20000, steps, 1500.0, budget) == pytest.approx(23.0)
     # The steps run out before the budget: the bar fills with them.
-    assert train_mod.bar_position(steps // 2, steps, 60.0, budget) == pytest.approx(11.5)
+    assert progress.bar_position(steps // 2, steps, 60.0, budget) == pytest.approx(11.5)
     # No budget: steps, as before.
-    assert train_mod.bar_total(steps, math.inf) == (steps, "step")
-    assert train_mod.bar_position(9474, steps, 600.0, math.inf) == 9474
-    assert train_mod.run_fraction(9474, steps, 600.0, budget) == pytest.approx(600 / 1380)
+    assert progress.bar_total(steps, math.inf) == (steps, "step")
+    assert progress.bar_position(9474, steps, 600.0, math.inf) == 9474
+    assert progress.run_fraction(9474, steps, 600.0, budget) == pytest.approx(600 / 1380)
 
 
 def test_a_1x1_conv_weight_takes_the_strides_of_its_compiled_gradient():
