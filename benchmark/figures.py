@@ -8,8 +8,9 @@ Per pair, three rows of tiles, then one per extra:
 2. each capsule's amodal mask Lambda_k;
 3. each capsule's visible mask Lambda+_k;
 4. each of the method's `Prediction.extras` (its own maps, K' tiles each), in name order.
-Flow colours: hue is the direction, brightness the length, on one scale shared by the
-ground-truth and predicted flow of a pair so the two compare.
+Flow colours: geogen.flowviz's wheel (zero flow white, hue the direction, saturation the
+length), on one scale shared by the ground-truth and predicted flow of a pair so the two
+compare; its key ends the first row.
 """
 from __future__ import annotations
 
@@ -20,23 +21,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from scipy.ndimage import map_coordinates
-from skimage.color import hsv2rgb
 
 from benchmark.records import public_mode
 from benchmark.registry import Method, Prediction
+from geogen.flowviz import flow_key, flow_to_rgb
 
 TILE = 128  # tiles are drawn at this side whatever the image size
 LABEL_H = 16
 PAD = 4
-
-
-def flow_to_rgb(flow: np.ndarray, max_mag: float) -> np.ndarray:
-    """(2, H, W) flow in pixels -> (H, W, 3) uint8; zero flow is black."""
-    dx, dy = flow[0], flow[1]
-    hue = (np.arctan2(dy, dx) / (2 * np.pi)) % 1.0  # (H, W)
-    val = np.clip(np.hypot(dx, dy) / max(max_mag, 1e-6), 0, 1)  # (H, W)
-    hsv = np.stack([hue, np.ones_like(hue), val], -1)  # (H, W, 3)
-    return (hsv2rgb(hsv) * 255).astype(np.uint8)
 
 
 def warp_backward(img1: np.ndarray, flow: np.ndarray) -> np.ndarray:
@@ -67,10 +59,12 @@ def pair_rows(img0: np.ndarray, img1: np.ndarray, gt_flow: np.ndarray | None,
     max_mag = max([float(np.hypot(f[0], f[1]).max()) for f in flows] + [1e-6])
     top = [("I", _tile(_rgb(img0))), ("I'", _tile(_rgb(img1)))]
     if gt_flow is not None:
-        top.append((f"gt flow (max {max_mag:.1f}px)", _tile(flow_to_rgb(gt_flow, max_mag))))
+        top.append((f"gt flow (max {max_mag:.1f}px)", _tile(flow_to_rgb(gt_flow, max_mag, 0))))
     if pred.flow is not None:
-        top.append(("predicted flow", _tile(flow_to_rgb(pred.flow[b], max_mag))))
+        top.append(("predicted flow", _tile(flow_to_rgb(pred.flow[b], max_mag, 0))))
         top.append(("I' warped to I", _tile(_rgb(warp_backward(img1, pred.flow[b])))))
+    if flows:
+        top.append(("flow key", _tile(flow_key(TILE))))
     masks = [(f"mask {i}", _tile(pred.masks[b, i])) for i in range(k)]
     vis = pred.visible[b] / np.maximum(pred.visible[b].sum(0, keepdims=True), 1e-12)  # (K, H, W)
     visible = [(f"visible {i}", _tile(vis[i])) for i in range(k)]

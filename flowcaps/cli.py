@@ -7,29 +7,25 @@ import os
 import click
 
 from flowcaps import checkpoint
-from flowcaps.config import PROFILES, TrainConfig
+from flowcaps.config import PROFILES, ModelConfig, TrainConfig
 from flowcaps.errors import FlowcapsError
+from flowcaps.fields import parse_text
 from flowcaps.trainer import train as run_train
 
 
 def _parse_set(items: tuple[str, ...]) -> dict:
-    """`--set key=value` pairs; values are JSON (numbers, true/false, lists) or plain strings.
-
-    `model.key=value` changes a ModelConfig field.
-    """
+    """`--set key=value` pairs; values are JSON (numbers, true/false, null, lists), or the text
+    itself for a string field. `model.key=value` changes a ModelConfig field."""
     changes: dict = {}
     for item in items:
         if "=" not in item:
             raise FlowcapsError(f"--set expects key=value, got {item!r}")
         key, text = item.split("=", 1)
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
         if key.startswith("model."):
-            changes.setdefault("model", {})[key[len("model."):]] = value
+            key = key[len("model."):]
+            changes.setdefault("model", {})[key] = parse_text(ModelConfig, key, text)
         else:
-            changes[key] = value
+            changes[key] = parse_text(TrainConfig, key, text)
     return changes
 
 
@@ -48,13 +44,15 @@ def main() -> None:
 
 @main.command()
 @click.argument("data", type=click.Path())
-@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="quick", show_default=True)
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default=None,
+              help="named settings to start from [default: quick]; not with --config")
 @click.option("--out", default=None, help="run folder (checkpoint, log.csv, model.pt)")
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default=None)
 @click.option("--epochs", type=int, default=None)
 @click.option("--batch-size", type=int, default=None)
 @click.option("--lr", type=float, default=None)
-@click.option("--max-minutes", type=float, default=None, help="stop gracefully after this long")
+@click.option("--max-minutes", type=float, default=None,
+              help="stop gracefully after this many minutes of training (> 0)")
 @click.option("--max-pairs", type=int, default=None, help="use only the first N training pairs")
 @click.option("--seed", type=int, default=None)
 @click.option("--init", type=click.Path(), default=None,
@@ -62,13 +60,19 @@ def main() -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="any TrainConfig field, or model.FIELD for the model (repeatable)")
 @click.option("--config", "config_file", type=click.Path(), default=None,
-              help="a TrainConfig JSON file to start from instead of --profile")
+              help="a TrainConfig JSON file to start from, instead of a --profile")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed, init,
           sets, config_file, quiet) -> None:
-    """Train on the DATA geogen dataset; resumes when --out holds a checkpoint."""
+    """Train on the DATA geogen dataset; resumes when --out holds a checkpoint.
+
+    Settings come from --profile or --config, then the options, then --set; all of them, the
+    data, --out and --init are checked before training (or its processes) starts."""
     try:
-        cfg: TrainConfig = PROFILES[profile]() if config_file is None else _read_config(config_file)
+        if profile is not None and config_file is not None:
+            raise FlowcapsError("--profile and --config both give the settings; pass one")
+        cfg: TrainConfig = (PROFILES[profile or "quick"]() if config_file is None
+                            else _read_config(config_file))
         flags = {"out": out, "device": device, "epochs": epochs, "batch_size": batch_size,
                  "lr": lr, "max_minutes": max_minutes, "max_pairs": max_pairs, "seed": seed,
                  "init": init}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from flowcaps.errors import FlowcapsError
+from flowcaps.fields import check_types
 
 MASK_READINGS = ("prob", "logit")
 LAYERINGS = ("softmax", "over")
@@ -276,6 +277,7 @@ class TrainConfig:
             raise FlowcapsError(f"lr_schedule must be one of {SCHEDULES}, got {self.lr_schedule!r}")
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
             raise FlowcapsError("epochs and batch_size must be >= 1 and lr > 0")
+        _check_run_limits(self)
         if self.center_form not in CENTER_FORMS:
             raise FlowcapsError(f"center_form must be one of {CENTER_FORMS}, got {self.center_form!r}")
         if self.cpu_ranks < 0:
@@ -304,6 +306,8 @@ class TrainConfig:
             raw = json.loads(text)
         except json.JSONDecodeError as err:
             raise FlowcapsError(f"train config is not valid JSON: {err}") from None
+        if not isinstance(raw, dict) or not isinstance(raw.get("model", {}), dict):
+            raise FlowcapsError("train config must be a JSON object (with an object as model)")
         return cls.from_dict(raw)
 
     @classmethod
@@ -318,15 +322,32 @@ class TrainConfig:
         model = changes.pop("model", None)
         if isinstance(model, dict):
             try:
-                model = dataclasses.replace(self.model, **_tuples(model))
+                model = dataclasses.replace(self.model, **check_types(ModelConfig, model))
             except TypeError as err:
                 raise FlowcapsError(f"unknown model config field: {err}") from None
         if model is not None:
             changes["model"] = model
         try:
-            return dataclasses.replace(self, **changes)
+            return dataclasses.replace(self, **check_types(type(self), changes))
         except TypeError as err:
             raise FlowcapsError(f"unknown config field: {err}") from None
+
+
+def _check_run_limits(cfg: TrainConfig) -> None:
+    """The run's budget, data limit and bookkeeping: each must name something that can happen."""
+    checks = [(cfg.max_minutes is None or cfg.max_minutes > 0,
+               f"max_minutes must be > 0 (or null for none), got {cfg.max_minutes}"),
+              (cfg.max_pairs is None or cfg.max_pairs >= 1,
+               f"max_pairs must be >= 1 (or null for all), got {cfg.max_pairs}"),
+              (cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}"),
+              (cfg.warmup_steps >= 0, f"warmup_steps must be >= 0, got {cfg.warmup_steps}"),
+              (cfg.threads >= 0, f"threads must be >= 0 (0 = auto), got {cfg.threads}"),
+              (cfg.checkpoint_minutes >= 0,
+               f"checkpoint_minutes must be >= 0, got {cfg.checkpoint_minutes}"),
+              (cfg.log_every >= 1, f"log_every must be >= 1, got {cfg.log_every}")]
+    for ok, message in checks:
+        if not ok:
+            raise FlowcapsError(message)
 
 
 def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
@@ -339,7 +360,7 @@ def _build(cls: type, raw: dict[str, Any]) -> Any:
     unknown = set(raw) - set(names)
     if unknown:
         raise FlowcapsError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
-    return cls(**_tuples(raw))
+    return cls(**check_types(cls, raw))
 
 
 def quick_profile(out: str = "runs/flowcaps-quick") -> TrainConfig:

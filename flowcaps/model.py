@@ -9,12 +9,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from flowcaps import geometry
 from flowcaps.config import ModelConfig
+from flowcaps.errors import FlowcapsError
+from flowcaps.inputs import as_images
 
 
 # Cells' worth of weight on a capsule's prior position in the "segment" head: small, so a
@@ -311,8 +314,13 @@ class FlowCapsules(nn.Module):
         return geometry.pixel_centres(h, w, images.device).expand(b, -1, -1)  # (B, H*W, 2)
 
     @torch.no_grad()
-    def parse(self, images: torch.Tensor) -> Capsules:
-        """images (B, 3, H, W) float in [0, 1] -> capsules with full-grid masks (inference)."""
+    def parse(self, images: torch.Tensor | np.ndarray) -> Capsules:
+        """images (B, 3, H, W) float in [0, 1] -> capsules with full-grid masks (inference).
+
+        Also takes uint8 (B, H, W, 3) as geogen stores frames, numpy, or one image (B = 1);
+        see `flowcaps.inputs`. Anything else is a FlowcapsError saying what is expected.
+        """
+        images = as_images(images, self.config.image_size, self.encoder.head.weight.device)
         b, _, h, w = images.shape
         shape, pose, depth = self.encode(images)
         pm = self.masks_at(shape, pose, depth, self._grid(images))
@@ -321,8 +329,15 @@ class FlowCapsules(nn.Module):
                         masks=pm.masks.view(b, k, h, w), visible=pm.visible.view(b, k, h, w))
 
     @torch.no_grad()
-    def flow(self, img0: torch.Tensor, img1: torch.Tensor) -> torch.Tensor:
-        """Forward flow img0 -> img1 in pixels, (dx, dy), on img0's grid: (B, 2, H, W) (inference)."""
+    def flow(self, img0: torch.Tensor | np.ndarray, img1: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """Forward flow img0 -> img1 in pixels, (dx, dy), on img0's grid: (B, 2, H, W) (inference).
+
+        The frames take the forms `parse` takes."""
+        device, size = self.encoder.head.weight.device, self.config.image_size
+        img0, img1 = as_images(img0, size, device), as_images(img1, size, device)
+        if img0.shape != img1.shape:
+            raise FlowcapsError(f"img0 and img1 hold different numbers of images "
+                                f"({img0.shape[0]} and {img1.shape[0]})")
         b, _, h, w = img0.shape
         shape, pose, depth = self.encode(img0)
         _, pose1, _ = self.encode(img1)

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from flowcaps import geometry
 from flowcaps.config import RefineConfig
+from flowcaps.inputs import as_images
 from flowcaps.losses import appearance_loss
 from flowcaps.model import Capsules, FlowCapsules
 
@@ -69,7 +70,8 @@ def refine_poses(model: FlowCapsules, images: torch.Tensor, shape: torch.Tensor,
 
 @torch.no_grad()
 def parse_refined(model: FlowCapsules, images: torch.Tensor, cfg: RefineConfig) -> Capsules:
-    """`model.parse(images)` with the poses refined first (same fields and shapes)."""
+    """`model.parse(images)` with the poses refined first (same fields, shapes and inputs)."""
+    images = as_images(images, model.config.image_size, model.encoder.head.weight.device)
     b, _, h, w = images.shape
     shape, pose, depth = model.encode(images)
     pose = refine_poses(model, images, shape, pose, depth, cfg)

@@ -22,13 +22,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm import tqdm
 
 from flowcaps import checkpoint, launch
 from flowcaps.config import OVERLAP_RAMP, TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
+from flowcaps.progress import bar_position, run_fraction, training_bar
 
 CKPT_NAME = "checkpoint.pt"  # resumable state of the run
 MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
@@ -181,16 +181,35 @@ def _check_resume(saved: TrainConfig, cfg: TrainConfig, path: Path) -> None:
                             f"use a new --out folder or the same settings")
 
 
-def _load_init(model: FlowCapsules, cfg: TrainConfig) -> dict[str, Any]:
-    """Load `cfg.init`'s weights into `model`; returns what the run's meta records of it."""
+def _init_blob(cfg: TrainConfig) -> dict[str, Any]:
+    """`cfg.init`'s checkpoint, or a one-line error if it is missing, foreign or of another model."""
     blob = checkpoint.read(cfg.init)
     saved = checkpoint.config_of(blob).model
     if saved != cfg.model:
         diff = sorted(k for k, v in saved.__dict__.items() if v != getattr(cfg.model, k))
         raise FlowcapsError(f"init checkpoint {cfg.init} has another model config (fields {diff})")
+    return blob
+
+
+def _load_init(model: FlowCapsules, cfg: TrainConfig) -> dict[str, Any]:
+    """Load `cfg.init`'s weights into `model`; returns what the run's meta records of it."""
+    blob = _init_blob(cfg)
     model.load_weights(blob["model"])
     digest = hashlib.sha256(Path(cfg.init).read_bytes()).hexdigest()
     return {"path": str(cfg.init), "sha256": digest, "meta": checkpoint.meta_of(blob)}
+
+
+def _match_compiled_grad_layout(model: nn.Module) -> None:
+    """Give a 4-D weight whose two memory formats coincide (a 1x1 conv) channels-last strides.
+
+    Its bytes are the same either way, but DDP compares a gradient's strides with the weight's
+    literally, and the compiled backward returns such a gradient with channels-last strides.
+    """
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 4 and p.is_contiguous() and p.is_contiguous(
+                    memory_format=torch.channels_last):
+                p.set_(torch.empty_like(p, memory_format=torch.channels_last).copy_(p))
 
 
 def _dist_setup(device: torch.device) -> tuple[int, int]:
@@ -211,10 +230,28 @@ def _agree(value: float, world: int, device: torch.device) -> float:
     return float(t) / world
 
 
+def _check_run_folder(cfg: TrainConfig, ranks: int) -> None:
+    """The run folder: usable, and any checkpoint there one this run can resume."""
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise FlowcapsError(f"--out {out} exists and is not a folder")
+    ckpt_path = out / CKPT_NAME
+    if ckpt_path.exists():  # the ranks store their own config (launch.per_rank_config)
+        saved = checkpoint.config_of(checkpoint.read(ckpt_path))
+        _check_resume(saved, launch.per_rank_config(cfg, ranks) if ranks > 1 else cfg, ckpt_path)
+    elif cfg.init:
+        _init_blob(cfg)
+
+
 def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Path:
-    """Train from a geogen dataset root; returns the exported model path (`out/model.pt`)."""
+    """Train from a geogen dataset root; returns the exported model path (`out/model.pt`).
+
+    Every setting, the data, the run folder and `init` are checked before training starts
+    (and before the ranks start, when there are several)."""
     config.validate()
     ranks = launch.ranks_for(config, resolve_device(config.device).type)
+    if "RANK" not in os.environ:  # the launcher checked these before it started the ranks
+        _check_run_folder(config, ranks)
     if ranks > 1:
         _preflight(config, Path(data), ranks)
         return launch.launch(config, data, ranks, progress)
@@ -278,10 +315,15 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         meta = {**(meta or {}), "init": _load_init(model, cfg)}
     meta = {**(meta or {}), "pairs_total": local * world, "world_size": world}
 
-    loss_module: nn.Module = _LossModule(model, cfg)
+    step_fn: nn.Module = _LossModule(model, cfg)
+    if cfg.compile:
+        # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
+        # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
+        step_fn = torch.compile(step_fn)
+        if world > 1:
+            _match_compiled_grad_layout(model)
     if world > 1:
-        loss_module = nn.parallel.DistributedDataParallel(loss_module)
-    step_fn = torch.compile(loss_module) if cfg.compile else loss_module
+        step_fn = nn.parallel.DistributedDataParallel(step_fn)
 
     def save_ckpt() -> None:
         if rank == 0:
@@ -298,8 +340,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         writer = csv.writer(log_file)
         if new_log:
             writer.writerow(LOG_FIELDS)
-    bar = tqdm(total=total_steps, initial=state["step"], disable=not progress or rank != 0,
-               desc="flowcaps train", unit="step")
+    bar = training_bar(total_steps, budget, state, disable=not progress or rank != 0)
     recent: list[float] = []
     last_ckpt = time.monotonic()
     window_t, window_pairs = time.monotonic(), 0
@@ -321,7 +362,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                 cfg.seed * 1000003 + rank * 10007 + step)
             t0 = time.monotonic()
             img0, img1 = to_images(data[sel], device)
-            frac = max(step / total_steps, state["train_seconds"] / budget)
+            frac = run_fraction(step, total_steps, state["train_seconds"], budget)
             lr = cfg.lr * _lr_factor(cfg, step, frac)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -359,8 +400,10 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                                  *(f"{float(getattr(terms, n).detach()):.5g}" for n in TERM_FIELDS),
                                  f"{rate:.1f}"])
                 log_file.flush()
-                bar.set_postfix(loss=f"{loss:.4f}", pairs_s=f"{rate:.0f}")
-            bar.update(1)
+                bar.set_postfix({"step": state["step"], "loss": f"{loss:.4f}",
+                                "pairs/s": f"{rate:.0f}"})
+            bar.update(bar_position(state["step"], total_steps, state["train_seconds"], budget)
+                       - bar.n)
             if time.monotonic() - last_ckpt > cfg.checkpoint_minutes * 60:
                 save_ckpt()
                 last_ckpt = time.monotonic()

@@ -3,6 +3,7 @@ status 1."""
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 
 import click
@@ -10,6 +11,11 @@ import numpy as np
 
 from geogen import schema, shards
 from geogen.errors import GeogenError
+from geogen.scene import MOTIONS
+from geogen.variants import REGISTRY as VARIANTS
+
+MAX_INDICES = 100_000  # --index expands to at most this many numbers (a sheet holds far fewer)
+INTERRUPTED = 130      # the shell's status for a run stopped by Ctrl-C (128 + SIGINT)
 
 
 def _friendly(fn):
@@ -24,12 +30,21 @@ def _friendly(fn):
 
 
 def _workers(value: str) -> int:
+    """'auto' -> 0 (MakeConfig's one per core), or a positive number of processes."""
     if value == "auto":
         return 0
     try:
-        return int(value)
+        n = int(value)
     except ValueError:
-        raise GeogenError(f"--workers must be an integer or 'auto', got {value!r}") from None
+        n = 0
+    if n < 1:
+        raise GeogenError(f"--workers must be a positive integer or 'auto', got {value!r}")
+    return n
+
+
+def default_out(variant: str) -> str:
+    """make's output folder when --out is not given: data/geo, data/geoplus, ..."""
+    return f"data/{variant.replace('+', 'plus')}"
 
 
 def parse_indices(text: str) -> list[int]:
@@ -39,6 +54,8 @@ def parse_indices(text: str) -> list[int]:
         for part in text.split(","):
             if "-" in part.strip()[1:]:
                 a, b = part.split("-", 1)
+                if int(b) - int(a) + 1 + len(out) > MAX_INDICES:
+                    raise GeogenError(f"--index {text!r} names more than {MAX_INDICES} samples")
                 out += list(range(int(a), int(b) + 1))
             else:
                 out.append(int(part))
@@ -55,19 +72,22 @@ def main():
 
 
 @main.command()
-@click.option("--variant", default="geo", show_default=True, help="dataset variant: geo, geo+")
+@click.option("--variant", type=click.Choice(sorted(VARIANTS)), default="geo", show_default=True,
+              help="dataset variant")
 @click.option("--n", "n", type=int, required=True, help="training samples")
 @click.option("--val", type=int, default=None, help="validation samples [N/100]")
 @click.option("--test", type=int, default=None, help="test samples [N/10]")
 @click.option("--size", type=int, default=64, show_default=True, help="image side, 32..512")
 @click.option("--frames", type=int, default=2, show_default=True, help="frames per clip")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", default="data/geo", show_default=True, help="output folder")
-@click.option("--workers", default="auto", show_default=True, help="processes, or 'auto'")
+@click.option("--out", default=None,
+              help="output folder [data/geo for geo, data/geoplus for geo+]")
+@click.option("--workers", default="auto", show_default=True,
+              help="processes (>= 1), or 'auto' for one per core")
 @click.option("--shard-size", type=int, default=10000, show_default=True)
 @click.option("--supersample", type=int, default=5, show_default=True,
               help="per-axis subsamples at shape edges (odd: no pixel is exactly half covered)")
-@click.option("--motion", default="translation", show_default=True,
+@click.option("--motion", type=click.Choice(MOTIONS), default="translation", show_default=True,
               help="translation (the paper's) or conformal (adds rotation and scaling)")
 @click.option("--backgrounds", default=None, metavar="DIR",
               help="geo+: folder of background images [bundled photographs]")
@@ -81,13 +101,20 @@ def main():
 @_friendly
 def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, supersample,
          motion, backgrounds, textures, max_images, resume, force, quiet):
-    """Make a dataset: OUT/{train,val,test}/shard-NNNNN.h5 and OUT/manifest.json."""
+    """Make a dataset: OUT/{train,val,test}/shard-NNNNN.h5 and OUT/manifest.json.
+
+    Ctrl-C stops it (exit status 130); the same command with --resume finishes it."""
     from geogen.make import MakeConfig, make_dataset
     config = MakeConfig(variant=variant, n=n, val=val, test=test, size=size, frames=frames,
-                        seed=seed, out=out, workers=_workers(workers), shard_size=shard_size,
-                        supersample=supersample, motion=motion, backgrounds=backgrounds,
-                        textures=textures, max_images=max_images)
-    root = make_dataset(config, resume=resume, force=force, progress=not quiet)
+                        seed=seed, out=out or default_out(variant), workers=_workers(workers),
+                        shard_size=shard_size, supersample=supersample, motion=motion,
+                        backgrounds=backgrounds, textures=textures, max_images=max_images)
+    try:
+        root = make_dataset(config, resume=resume, force=force, progress=not quiet)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted; the whole shards in {config.out} are kept: run the same "
+                   f"command with --resume to finish", err=True)
+        sys.exit(INTERRUPTED)
     click.echo(f"wrote {root} ({', '.join(f'{k} {v}' for k, v in config.counts().items())})")
 
 
@@ -163,10 +190,12 @@ def verify(root, no_checksums):
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--split", default="test", show_default=True)
 @click.option("--index", "index", default="0-7", show_default=True, help="e.g. 0-7 or 0,3,5")
-@click.option("-o", "--out", "out", default="sheet.png", show_default=True)
+@click.option("-o", "--out", "out", default="sheet.png", show_default=True,
+              help="the image; its extension gives the type (.png, .jpg, ...)")
 @_friendly
 def show(root, split, index, out):
-    """Write a contact sheet PNG: one row per sample."""
-    from geogen.sheet import contact_sheet, legend
-    path = contact_sheet(Path(root), split, parse_indices(index), out)
-    click.echo(f"wrote {path}; {legend()}")
+    """Write a contact sheet: one row per sample, in blocks side by side past 4096 px."""
+    from geogen.sheet import contact_sheet, image_format, legend
+    image_format(out)  # an unknown extension is refused before any data is read
+    sheet = contact_sheet(Path(root), split, parse_indices(index), out)
+    click.echo(f"wrote {sheet.path}; {legend(sheet.max_flow)}")

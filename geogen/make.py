@@ -9,18 +9,21 @@ A run first writes OUT/run.json (the content config); shards appear under their 
 only when whole; OUT/manifest.json is written last (for a variant that reads image sources,
 geo+, its `sources` entry names every image that `bg_source` / `tex_source` index).
 `resume=True` keeps the whole shards of an interrupted run with the same config and makes
-the rest.
+the rest. An interruption (Ctrl-C) or a failed write (a full disk) removes the unfinished
+shard before the error goes on; the workers ignore Ctrl-C and leave stopping to the parent.
 
 Letters: N samples, T frames, S slots, H = W = image side.
 """
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import multiprocessing as mp
 import os
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -212,6 +215,20 @@ def _is_whole(path: Path, first: int, count: int) -> bool:
         return False
 
 
+def _ignore_sigint() -> None:
+    """Pool initializer: Ctrl-C reaches every process of the terminal; the parent alone stops
+    the run (it terminates the pool), so the workers print no tracebacks of their own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def write_failure(root: Path, err: OSError) -> GeogenError:
+    """One line for a write that failed (most likely a full disk), after the cleanup."""
+    full = err.errno == errno.ENOSPC or "No space left" in str(err)
+    reason = "the disk is full" if full else (err.strerror or str(err).splitlines()[0])
+    return GeogenError(f"{root}: cannot write the dataset ({reason}); nothing half-written is "
+                       f"left and the whole shards are kept: rerun with --resume to finish")
+
+
 def _workers(config: MakeConfig) -> int:
     if config.workers:
         return config.workers
@@ -248,7 +265,7 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
         if workers > 1:
             # fork: workers start at once and need no importable __main__ (scripts, notebooks).
             ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-            pool = ctx.Pool(workers)
+            pool = ctx.Pool(workers, initializer=_ignore_sigint)
             results = pool.imap(_render_unit, units)
         else:
             results = map(_render_unit, units)
@@ -268,9 +285,11 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
             if left[key] == 0:
                 writer.close()
                 writer = None
-    except BaseException:
+    except BaseException as err:
         if writer is not None:
             writer.abort()
+        if isinstance(err, OSError):
+            raise write_failure(root, err) from None
         raise
     finally:
         bar.close()
@@ -292,5 +311,8 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
     }
     if used_sources is not None:
         manifest["sources"] = used_sources
-    shards.write_json_atomic(root / shards.MANIFEST, manifest)
+    try:
+        shards.write_json_atomic(root / shards.MANIFEST, manifest)
+    except OSError as err:
+        raise write_failure(root, err) from None
     return root

@@ -84,14 +84,24 @@ class ShardWriter:
         dset.id.write_direct_chunk((start,) + (0,) * (dset.ndim - 1), data)
 
     def close(self) -> str:
-        """Finish the file, give it its final name, return its sha256."""
-        self.file.close()
-        os.replace(self.tmp, self.path)
+        """Finish the file, give it its final name, return its sha256. If that fails (a full
+        disk), the unfinished file is removed before the error goes on."""
+        try:
+            self.file.close()
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
         return file_sha256(self.path)
 
     def abort(self) -> None:
-        self.file.close()
-        self.tmp.unlink(missing_ok=True)
+        """Remove the unfinished file."""
+        try:
+            self.file.close()
+        except Exception:  # closing can fail as writing did; the first error is the one to report
+            pass
+        finally:
+            self.tmp.unlink(missing_ok=True)
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray], frames: int, size: int,
@@ -122,8 +132,12 @@ def file_sha256(path: Path) -> str:
 
 def write_json_atomic(path: Path, obj: dict) -> None:
     tmp = Path(str(path) + TMP_SUFFIX)
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_manifest(root: str | Path) -> dict:

@@ -1,77 +1,126 @@
 """Contact sheet: one row per sample with its frames, flow as a colour wheel, visible labels and
 amodal masks (frame 0), so a folder can be inspected by eye.
 
+Rows run down in blocks of at most MAX_SIDE pixels, the blocks side by side; the flow's key
+(geogen.flowviz) stands alone in the last column. The image type follows the extension of
+the output (Pillow's formats: .png, .jpg, ...).
+
 Letters: N samples, T frames, S slots, H = W = image side.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 from PIL import Image
-from skimage.color import hsv2rgb
 
 from geogen import schema
 from geogen.dataset import GeoDataset
 from geogen.errors import GeogenError
+from geogen.flowviz import flow_key, flow_to_rgb, max_length
 
 # Label colours for `visible`: background grey, then circle, square, triangle.
 PALETTE = np.array([[40, 40, 40], [230, 80, 60], [70, 170, 80], [60, 110, 230]], np.uint8)
 GAP = 2
+BACKDROP = 150  # grey between the tiles: still flow is white and must not merge into the sheet
+BLOCK_GAP = 12  # between blocks of rows, so a block's rows read as one column
 MIN_TILE = 96   # small images are enlarged (nearest neighbour) to at least this side
+MAX_SIDE = 4096     # a sheet is never taller than this; rows go on in a block to the right
+MAX_WIDTH = 16384   # nor wider: more samples than fit are refused
 
 
-def flow_to_rgb(flow: np.ndarray, max_norm: float) -> np.ndarray:
-    """Flow (H, W, 2) as colour: hue is the direction, saturation the length / max_norm."""
-    dx, dy = flow[..., 0], flow[..., 1]
-    hue = (np.arctan2(dy, dx) / (2 * np.pi)) % 1.0                     # (H, W)
-    sat = np.clip(np.hypot(dx, dy) / max(max_norm, 1e-6), 0, 1)        # (H, W)
-    hsv = np.stack([hue, sat, np.ones_like(sat)], -1)                   # (H, W, 3)
-    return (hsv2rgb(hsv) * 255).round().astype(np.uint8)
+@dataclass(frozen=True)
+class Sheet:
+    """What `contact_sheet` wrote: the file, the flow length that saturates the colours, and
+    how many blocks of rows it holds."""
+    path: Path
+    max_flow: float
+    blocks: int
 
 
-def sample_tiles(item: dict[str, np.ndarray], max_norm: float) -> list[np.ndarray]:
+def image_format(out: str | Path) -> str:
+    """Pillow's format for the extension of `out`, or a GeogenError naming the usable ones."""
+    ext = Path(out).suffix.lower()
+    known = Image.registered_extensions()
+    if known.get(ext) not in Image.SAVE:
+        raise GeogenError(f"{out}: unknown image type {ext or '(no extension)'!r}; "
+                          f"use .png or .jpg")
+    return known[ext]
+
+
+def sample_tiles(item: dict[str, np.ndarray], max_mag: float) -> list[np.ndarray]:
     """The tiles (H, W, 3) uint8 of one sample, left to right."""
     tiles = list(item["frames"])                                        # T x (H, W, 3)
-    tiles += [flow_to_rgb(f, max_norm) for f in item["flow"]]           # (T-1) x
+    tiles += [flow_to_rgb(f, max_mag) for f in item["flow"]]            # (T-1) x
     tiles += [PALETTE[v] for v in item["visible"]]                      # T x
     tiles += [np.repeat(m[..., None].astype(np.uint8) * 255, 3, -1)
               for m in item["amodal"][0]]                               # S x
     return tiles
 
 
-def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str | Path) -> Path:
-    """Write a PNG contact sheet of samples `indices` of `split`; returns its path."""
+def layout(n: int, cols: int, tile: int) -> tuple[int, int, int, int]:
+    """(rows per block, blocks, sheet height, sheet width) for n rows of `cols` tiles and the
+    key's column."""
+    per_block = max(1, (MAX_SIDE - GAP) // (tile + GAP))
+    blocks = -(-n // per_block)
+    block_w = cols * (tile + GAP) + GAP
+    return (per_block, blocks, min(n, per_block) * (tile + GAP) + GAP,
+            blocks * (block_w + BLOCK_GAP) + tile + GAP)
+
+
+def max_samples(cols: int, tile: int) -> int:
+    """How many rows of `cols` tiles a sheet of at most MAX_SIDE x MAX_WIDTH pixels holds."""
+    per_block = max(1, (MAX_SIDE - GAP) // (tile + GAP))
+    block_w = cols * (tile + GAP) + GAP
+    return per_block * max(1, (MAX_WIDTH - tile - GAP) // (block_w + BLOCK_GAP))
+
+
+def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str | Path) -> Sheet:
+    """Write a contact sheet of samples `indices` of `split` (see the module); returns it."""
+    fmt = image_format(out)
     ds = GeoDataset(root, split, ("frames", "flow", "visible", "amodal"))
     bad = [i for i in indices if not 0 <= i < len(ds)]
     if bad:
         raise GeogenError(f"index {bad[0]} out of range: {split} has {len(ds)} samples")
-    items = [{k: v.numpy() for k, v in ds[i].items()} for i in indices]
-    max_norm = max([float(np.abs(it["flow"]).max()) for it in items] + [1e-6])
-    rows = [sample_tiles(it, max_norm) for it in items]
     scale = max(1, int(np.ceil(MIN_TILE / ds.size)))
     tile = ds.size * scale
-    cols = max(len(r) for r in rows)
-    sheet = np.full((len(rows) * (tile + GAP) + GAP, cols * (tile + GAP) + GAP, 3), 255, np.uint8)
-    for r, row in enumerate(rows):
-        for c, img in enumerate(row):
-            y, x = GAP + r * (tile + GAP), GAP + c * (tile + GAP)
+    cols = 3 * ds.frames - 1 + schema.S  # frames, flows, visible labels, amodal masks
+    cap = max_samples(cols, tile)
+    if len(indices) > cap:
+        raise GeogenError(f"--index names {len(indices)} samples; a sheet of {ds.size} px "
+                          f"images holds at most {cap} ({MAX_SIDE} px tall, {MAX_WIDTH} px "
+                          f"wide): split the range")
+    items = [{k: v.numpy() for k, v in ds[i].items()} for i in indices]
+    max_mag = max_length([it["flow"] for it in items])
+    per_block, blocks, height, width = layout(len(items), cols, tile)
+    sheet = np.full((height, width, 3), BACKDROP, np.uint8)
+    block_w = cols * (tile + GAP) + GAP + BLOCK_GAP
+    for r, item in enumerate(items):
+        x0, y = (r // per_block) * block_w, GAP + (r % per_block) * (tile + GAP)
+        for c, img in enumerate(sample_tiles(item, max_mag)):
+            x = x0 + GAP + c * (tile + GAP)
             sheet[y:y + tile, x:x + tile] = img.repeat(scale, 0).repeat(scale, 1)
+    sheet[GAP:GAP + tile, width - GAP - tile:width - GAP] = flow_key(tile)
     out = Path(out)
-    tmp = out.with_name(out.name + ".tmp.png")
+    tmp = out.with_name(out.name + ".tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(sheet).save(tmp)
+        Image.fromarray(sheet).save(tmp, format=fmt)
         os.replace(tmp, out)
-    except OSError as err:
-        raise GeogenError(f"{out}: cannot write the sheet ({err.strerror or err})") from None
-    return out
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise GeogenError(f"{out}: cannot write the sheet ({err.strerror or err})") from None
+        raise
+    return Sheet(out, max_mag, blocks)
 
 
-def legend() -> str:
+def legend(max_flow: float) -> str:
     """What each column of a row shows (for the CLI)."""
-    return ("columns: frames | forward flow (hue = direction) | visible (grey background, "
-            "red circle, green square, blue triangle) | amodal masks at frame 0 ("
+    return ("columns: frames | forward flow (white = still, hue = direction, saturation = "
+            f"length up to {max_flow:.1f} px; key in the last column) | visible (grey "
+            "background, red circle, green square, blue triangle) | amodal masks at frame 0 ("
             + ", ".join(schema.SLOTS) + ")")

@@ -16,12 +16,13 @@ def test_backward_warp_undoes_a_known_translation():
     assert np.allclose(warped[:, :-1, :-2], img0[:, :-1, :-2])
 
 
-def test_flow_colours_zero_black_and_direction_as_hue():
+def test_flow_colours_are_geogens_wheel():
+    """One wheel for the project: zero flow white, direction as hue, as `geogen show` draws."""
     flow = np.zeros((2, 1, 3))
     flow[0, 0, 1] = 4.0  # +x
     flow[0, 0, 2] = -4.0  # -x
-    rgb = figures.flow_to_rgb(flow, max_mag=4.0)
-    assert rgb[0, 0].tolist() == [0, 0, 0]
+    rgb = figures.flow_to_rgb(flow, 4.0, 0)
+    assert rgb[0, 0].tolist() == [255, 255, 255]
     assert rgb[0, 1].tolist() == [255, 0, 0]  # hue 0
     assert rgb[0, 2].tolist() == [0, 255, 255]  # opposite hue
 
@@ -35,10 +36,10 @@ def test_pair_rows_and_sheet_layout():
     img = np.zeros((3, h, h))
     rows = figures.pair_rows(img, img, np.zeros((2, h, h)), pred, 0)
     assert [label for label, _ in rows[0]] == [
-        "I", "I'", "gt flow (max 0.0px)", "predicted flow", "I' warped to I"]
+        "I", "I'", "gt flow (max 0.0px)", "predicted flow", "I' warped to I", "flow key"]
     assert len(rows[1]) == len(rows[2]) == k
     sheet = figures.compose(rows, "title")
-    assert sheet.size == (5 * (figures.TILE + figures.PAD) + figures.PAD,
+    assert sheet.size == (6 * (figures.TILE + figures.PAD) + figures.PAD,
                           3 * (figures.TILE + figures.LABEL_H + figures.PAD)
                           + figures.LABEL_H + 2 * figures.PAD)
 

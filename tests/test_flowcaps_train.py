@@ -1,5 +1,6 @@
 """The trainer: outputs, CSV log, resumption, divergence, corrupt checkpoints and the CLI."""
 import csv
+import math
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from click.testing import CliRunner
 
 import flowcaps
 from flowcaps import FlowcapsError, TrainConfig, checkpoint
+from flowcaps import progress
 from flowcaps import trainer as train_mod
 from flowcaps.cli import main as cli_main
 from flowcaps.config import ModelConfig
@@ -182,3 +184,28 @@ def test_init_starts_from_a_checkpoints_weights(tmp_path):
     base.unlink()  # resuming "b" reads its own checkpoint, not the init, and keeps its record
     again = train_mod.fit(tiny_config(tmp_path / "b", lr=1e-12, init=str(base)), pairs, progress=False)
     assert checkpoint.meta_of(checkpoint.read(again))["init"] == meta["init"]
+
+
+def test_the_progress_bar_counts_the_budget_that_ends_the_run():
+    steps, budget = 125000, 23 * 60.0
+    # A time budget: the bar is over its minutes, not over steps the run will never reach.
+    assert progress.bar_total(steps, budget) == (23.0, "min")
+    assert progress.bar_position(9474, steps, 600.0, budget) == pytest.approx(10.0)
+    assert progress.bar_position(20000, steps, 1500.0, budget) == pytest.approx(23.0)
+    # The steps run out before the budget: the bar fills with them.
+    assert progress.bar_position(steps // 2, steps, 60.0, budget) == pytest.approx(11.5)
+    # No budget: steps, as before.
+    assert progress.bar_total(steps, math.inf) == (steps, "step")
+    assert progress.bar_position(9474, steps, 600.0, math.inf) == 9474
+    assert progress.run_fraction(9474, steps, 600.0, budget) == pytest.approx(600 / 1380)
+
+
+def test_a_1x1_conv_weight_takes_the_strides_of_its_compiled_gradient():
+    """DDP warns when a gradient's strides differ from its weight's, even where the memory
+    order is the same (a 1x1 conv); the compiled backward gives those channels-last strides."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 2, 1))
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    train_mod._match_compiled_grad_layout(net)
+    assert net[1].weight.stride() == (4, 1, 4, 4)
+    assert net[0].weight.stride() == (27, 9, 3, 1), "a 3x3 weight keeps its layout"
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())

@@ -116,7 +116,6 @@ def test_verify_catches_corrupt_and_truncated_shards(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--variant", "nope", "--n", "5"], "unknown variant"),
     (["--n", "0"], "n must be positive"),
     (["--n", "-3"], "n must be positive"),
     (["--n", "5", "--size", "16"], "size must be in 32..512"),
@@ -155,8 +154,9 @@ def test_show_writes_a_contact_sheet(made, tmp_path):
     assert res.exit_code == 0, res.output
     from PIL import Image
     img = np.asarray(Image.open(out))
-    # 3 rows; 2 frames + 1 flow + 2 visible + 3 masks = 8 tiles of 96 px (32 px enlarged 3x)
-    assert img.shape == (3 * 98 + 2, 8 * 98 + 2, 3)
+    # 3 rows; 2 frames + 1 flow + 2 visible + 3 masks = 8 tiles of 96 px (32 px enlarged 3x),
+    # then the flow's key in a column of its own
+    assert img.shape == (3 * 98 + 2, 8 * 98 + 2 + 12 + 96 + 2, 3)
     res = CliRunner().invoke(main, ["show", str(made), "--index", "9-12", "-o", str(out)])
     assert res.exit_code != 0 and "out of range" in res.output
 

@@ -1,0 +1,94 @@
+"""Type checks of config values from JSON files and `--set`: a wrong type is one line naming the
+field and what it takes, before any training starts."""
+from __future__ import annotations
+
+import json
+import types
+import typing
+from typing import Any
+
+from flowcaps.errors import FlowcapsError
+
+_PREFIX = {"ModelConfig": "model."}  # how the CLI names a model field
+
+
+def _members(tp: Any) -> tuple[Any, ...]:
+    """The alternatives of a union type (`float | None`), or the type itself."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return typing.get_args(tp)
+    return (tp,)
+
+
+def _coerce(value: Any, tp: Any) -> tuple[bool, Any]:
+    """(fits, value as the field holds it): ints are taken for floats, lists for tuples."""
+    for member in _members(tp):
+        if member is type(None):
+            if value is None:
+                return True, None
+        elif member is bool:
+            if isinstance(value, bool):
+                return True, value
+        elif member is int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return True, value
+        elif member is float:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return True, float(value)
+        elif member is str:
+            if isinstance(value, str):
+                return True, value
+        elif typing.get_origin(member) is tuple:
+            if isinstance(value, (list, tuple)):
+                item = typing.get_args(member)[0]
+                fixed = [_coerce(v, item) for v in value]
+                if all(ok for ok, _ in fixed):
+                    return True, tuple(v for _, v in fixed)
+        elif isinstance(member, type) and isinstance(value, member):
+            return True, value
+    return False, value
+
+
+def _describe(tp: Any) -> str:
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+             type(None): "null"}
+    parts = []
+    for member in _members(tp):
+        if typing.get_origin(member) is tuple:
+            item = names.get(typing.get_args(member)[0], "values")
+            parts.append("a list of " + item.split(" ", 1)[-1] + "s")
+        else:
+            parts.append(names.get(member, getattr(member, "__name__", str(member))))
+    return " or ".join(parts)
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def check_types(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with each known field's value checked against `cls`'s annotation (ints become
+    floats where a float is due, lists tuples); unknown names are left to the caller."""
+    hints = field_types(cls)
+    out = {}
+    for key, value in raw.items():
+        if key in hints:
+            ok, value = _coerce(value, hints[key])
+            if not ok:
+                raise FlowcapsError(f"{_PREFIX.get(cls.__name__, '')}{key} must be "
+                                    f"{_describe(hints[key])}, got {value!r}")
+        out[key] = value
+    return out
+
+
+def parse_text(cls: type, key: str, text: str) -> Any:
+    """A `--set key=value` value: JSON (numbers, true/false, null, lists), except that a string
+    field takes the text as it is (`--set out=123` is the folder "123")."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    tp = field_types(cls).get(key)
+    if tp is not None and str in _members(tp) and not isinstance(value, str) \
+            and not (value is None and type(None) in _members(tp)):
+        return text
+    return value

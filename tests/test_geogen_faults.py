@@ -1,0 +1,165 @@
+"""geogen under faults and odd requests: Ctrl-C, a full disk, image types, big sheets,
+choices and worker counts. Each answer is one line; nothing half-written looks whole."""
+import errno
+import os
+import signal
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from geogen import make, shards
+from geogen.cli import default_out, main
+from geogen.make import MakeConfig, make_dataset
+from geogen.sheet import MAX_SIDE
+
+_real_render = make._render_unit
+ARGS = ["make", "--n", "40", "--val", "0", "--test", "8", "--size", "32", "--shard-size", "16",
+        "--quiet"]
+
+
+def _interrupt_self_then_render(unit):
+    """A worker's unit after the worker got Ctrl-C (as every process of the terminal does)."""
+    os.kill(os.getpid(), signal.SIGINT)
+    return _real_render(unit)
+
+
+def _hung(*_):
+    raise RuntimeError("the parent waited a minute for its workers")
+
+
+def _fail_on_call(n, error):
+    calls = {"n": 0}
+    real = shards.ShardWriter.write_chunk
+
+    def write_chunk(self, *args):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise error
+        return real(self, *args)
+    return write_chunk
+
+
+def _leftovers(root):
+    return sorted(p.name for p in root.rglob("*.tmp"))
+
+
+def _shards_are_whole(root):
+    for path in root.glob("*/shard-*.h5"):
+        with shards.open_shard(path) as f:
+            assert f["label"].shape[0] == int(f.attrs["count"])
+            f["label"][-1:]  # the last chunk decompresses
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, monkeypatch, capfd, workers):
+    root = tmp_path / "d"
+    if workers == "2":  # the workers get Ctrl-C too; alone, a SIGINT would stop the test
+        monkeypatch.setattr(make, "_render_unit", _interrupt_self_then_render)
+    # The parent is interrupted while it writes the first shard.
+    monkeypatch.setattr(shards.ShardWriter, "write_chunk",
+                        _fail_on_call(2, KeyboardInterrupt()))
+    # A worker killed by Ctrl-C would leave its unit unanswered and the parent waiting.
+    before = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(60)
+    try:
+        res = CliRunner().invoke(main, ARGS + ["--out", str(root), "--workers", workers])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    assert res.exit_code == 130, res.output
+    assert "--resume" in res.output and len(res.output.strip().splitlines()) == 1
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert _leftovers(root) == [] and not (root / "manifest.json").exists()
+    _shards_are_whole(root)
+    monkeypatch.undo()
+    res = CliRunner().invoke(main, ARGS + ["--out", str(root), "--resume", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    assert shards.verify(root) == []
+
+
+@pytest.mark.parametrize("where", ["chunk", "rename"])
+def test_a_full_disk_is_one_line_and_leaves_no_partial_shard(tmp_path, monkeypatch, where):
+    root = tmp_path / "d"
+    full = OSError(errno.ENOSPC, "No space left on device")
+    if where == "chunk":
+        monkeypatch.setattr(shards.ShardWriter, "write_chunk", _fail_on_call(3, full))
+    else:  # the shard is complete but cannot take its final name
+        real = os.replace
+
+        def replace(src, dst):
+            if str(src).endswith(".h5.tmp"):
+                raise full
+            return real(src, dst)
+        monkeypatch.setattr(shards.os, "replace", replace)
+    res = CliRunner().invoke(main, ARGS + ["--out", str(root), "--workers", "1"])
+    assert res.exit_code == 1
+    assert "the disk is full" in res.output and "--resume" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert _leftovers(root) == []
+    _shards_are_whole(root)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    return make_dataset(MakeConfig(n=4, val=0, test=60, size=32, workers=1, shard_size=100,
+                                   out=str(tmp_path_factory.mktemp("geo") / "d")), progress=False)
+
+
+def test_show_writes_the_type_its_extension_names(small, tmp_path):
+    for name, fmt in (("x.jpg", "JPEG"), ("x.JPEG", "JPEG"), ("x.png", "PNG")):
+        res = CliRunner().invoke(main, ["show", str(small), "--index", "0-1", "-o",
+                                        str(tmp_path / name)])
+        assert res.exit_code == 0, res.output
+        assert Image.open(tmp_path / name).format == fmt
+    for name in ("x.foo", "x"):
+        res = CliRunner().invoke(main, ["show", str(small), "-o", str(tmp_path / name)])
+        assert res.exit_code == 1 and "unknown image type" in res.output
+        assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / name).exists()
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_long_index_is_laid_out_in_blocks_and_capped(small, tmp_path, monkeypatch):
+    monkeypatch.setattr("geogen.sheet.MAX_SIDE", 500)  # 5 rows of 98 px per block
+    out = tmp_path / "s.png"
+    res = CliRunner().invoke(main, ["show", str(small), "--index", "0-59", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    sheet = np.asarray(Image.open(out))
+    assert sheet.shape[0] <= 500 and sheet.shape[0] == 5 * 98 + 2
+    # 12 blocks of 8 tiles, then the flow key
+    assert sheet.shape[1] == 12 * (8 * 98 + 2 + 12) + 96 + 2
+    monkeypatch.setattr("geogen.sheet.MAX_WIDTH", 3000)
+    res = CliRunner().invoke(main, ["show", str(small), "--index", "0-59", "-o", str(out)])
+    assert res.exit_code == 1 and "holds at most 15" in res.output
+    res = CliRunner().invoke(main, ["show", str(small), "--index", "0-99999999", "-o", str(out)])
+    assert res.exit_code == 1 and "more than 100000 samples" in res.output
+    assert MAX_SIDE == 4096
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "1.5", "many"])
+def test_workers_must_be_positive_or_auto(tmp_path, value):
+    res = CliRunner().invoke(main, ARGS + ["--out", str(tmp_path / "o"), "--workers", value])
+    assert res.exit_code == 1 and "--workers must be a positive integer or 'auto'" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("option, known", [("--variant", "'geo', 'geo+'"),
+                                           ("--motion", "'translation', 'conformal'")])
+def test_variant_and_motion_are_choices_listed_in_help(tmp_path, option, known):
+    res = CliRunner().invoke(main, ARGS + ["--out", str(tmp_path / "o"), option, "nope"])
+    assert res.exit_code == 2 and f"'nope' is not one of {known}" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "o").exists()
+    helptext = CliRunner().invoke(main, ["make", "--help"]).output
+    assert "[geo|geo+]" in helptext and "[translation|conformal]" in helptext
+
+
+def test_the_default_out_follows_the_variant(tmp_path, monkeypatch):
+    assert default_out("geo") == "data/geo" and default_out("geo+") == "data/geoplus"
+    helptext = CliRunner().invoke(main, ["make", "--help"]).output
+    assert "data/geoplus for geo+" in " ".join(helptext.split())
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["make", "--n", "4", "--val", "0", "--test", "0", "--size",
+                                    "32", "--workers", "1", "--quiet"])
+    assert res.exit_code == 0 and (tmp_path / "data" / "geo" / "manifest.json").exists()
