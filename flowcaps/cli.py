@@ -7,8 +7,9 @@ import os
 import click
 
 from flowcaps import checkpoint
-from flowcaps.config import PROFILES, TrainConfig
+from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
+from flowcaps.profiles import PROFILES
 from flowcaps.trainer import train as run_train
 
 
