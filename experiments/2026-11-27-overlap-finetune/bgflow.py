@@ -1,7 +1,7 @@
 """Flow error on the ground-truth background, and which capsule is visible there (frame 0 of the
 first N test pairs).
 
-    python results/overlap-2026-11-27/bgflow.py CHECKPOINT DATA N
+    python experiments/2026-11-27-overlap-finetune/bgflow.py CHECKPOINT DATA N
 """
 import sys, numpy as np, torch, flowcaps
 from geogen.dataset import read_split

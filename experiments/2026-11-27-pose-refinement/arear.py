@@ -1,6 +1,6 @@
 # Area bias per class: predicted amodal area (prob > thr) over GT area, and IoU at a few thresholds.
 import sys, numpy as np, torch
-sys.path.insert(0, "results/long-finetune-2026-11-26")  # run from the repository root
+sys.path.insert(0, "experiments/2026-11-26-long-finetune-probes")  # run from the repository root
 from masks import parse_test
 torch.set_num_threads(2)
 data, n = sys.argv[1], int(sys.argv[2])

@@ -1,6 +1,6 @@
 # Per-instance IoU before/after refinement, by class, with how hidden each shape is.
 import sys, os, numpy as np, torch, flowcaps
-sys.path.insert(0, "results/long-finetune-2026-11-26")  # run from the repository root
+sys.path.insert(0, "experiments/2026-11-26-long-finetune-probes")  # run from the repository root
 from masks import parse_test
 from flowcaps.config import RefineConfig
 torch.set_num_threads(int(os.environ.get("TH", 1)))
