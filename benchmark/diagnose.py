@@ -190,12 +190,19 @@ def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def read_pairs(data: Path, n: int) -> ProbePairs:
-    from benchmark.runner import read_checked, to_images
-    test = read_checked(data, "test", ("frames", "amodal", "visible", "present"), n)
+    """Frame 0 of the first n test pairs of a geogen folder, with its ground truth."""
+    from geogen.dataset import read_split
+    from geogen.errors import GeogenError
+    try:
+        test = read_split(data, "test", ("frames", "amodal", "visible", "present"), limit=n)
+    except GeogenError as err:
+        raise BenchmarkError(f"reading the test split of {data}: {err}") from None
     if len(test["frames"]) == 0:
         raise BenchmarkError(f"{data} has no test pairs")
-    return ProbePairs(images=to_images(test["frames"][:, 0]), amodal=test["amodal"][:, 0],
-                      visible=test["visible"][:, 0], present=test["present"].astype(bool))
+    frames = test["frames"][:, 0].transpose(0, 3, 1, 2)  # (B, 3, H, W) uint8
+    return ProbePairs(images=np.ascontiguousarray(frames, dtype=np.float32) / 255.0,
+                      amodal=test["amodal"][:, 0], visible=test["visible"][:, 0],
+                      present=test["present"].astype(bool))
 
 
 def diagnose(model: Any, pairs: ProbePairs, probes: tuple[str, ...] = PROBES,
