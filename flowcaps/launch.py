@@ -1,8 +1,8 @@
 """One training as several CPU processes: `flowcaps.train` starts torchrun itself.
 
 On a CPU, N single-threaded DDP ranks train faster than one N-threaded process (numbers in
-docs/flowcaps.md), so the quick profile asks for one rank per core (TrainConfig.cpu_ranks = 0). `batch_size` stays the global batch: each rank
-takes batch_size // N.
+docs/flowcaps.md), so the quick profile asks for one rank per core (TrainConfig.cpu_ranks = 0).
+`batch_size` stays the global batch: each rank takes batch_size // N.
 """
 from __future__ import annotations
 
