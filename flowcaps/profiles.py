@@ -2,7 +2,7 @@
 
 `paper` holds what the paper states (Adam at 1e-4, 150 epochs, K=8, C=32, L_center at 1e-2,
 L_smooth at 1e-4) and its equations (FC translation, uniform fallback, one direction, no blur);
-settings the paper leaves open are ours (batch 64, 1024 sampled points). `quick` changes what
+settings we did not find stated in the paper are ours (batch 64, 1024 sampled points). `quick` changes what
 made it train on Geo; `long` and `gpu` change only the budget and the batch. Each change has a
 section in `docs/deviations.md` with the runs behind it.
 """
