@@ -11,19 +11,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowcaps import removed
 from flowcaps.errors import FlowcapsError
 
 LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
 CENTER_FORMS = ("spread", "spread_image")
-
-# Switches removed once their experiments were written up (docs/deviations.md, "Tried and
-# removed"). Saved configs still carry them; each loads only at the value that meant "off".
-REMOVED_MODEL_FIELDS = {"heat_offset": 0.0, "depth_code": "image", "mask_reading": "prob",
-                        "heat_block": -2}
-REMOVED_TRAIN_FIELDS = {"blur_fade": 0.0, "w_consistency": 0.0, "w_segment": 0.0,
-                        "overlap_start": 0.0, "occlusion_aware": False}
 
 
 @dataclass(frozen=True)
@@ -100,15 +94,11 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class RefineConfig:
-    """Test-time pose refinement (flowcaps.refine), an extension: the paper parses in one pass.
-
-    Only pixels within `band` px of an intensity change enter the loss: elsewhere every mask is
-    saturated and gives no gradient to the poses.
-    """
+    """Test-time pose refinement (flowcaps.refine), an extension: the paper parses in one pass."""
 
     steps: int = 60  # 0 = off: the encoder's poses
     lr: float = 3e-3  # Adam's step on the pose numbers (image frame [-1, 1], radians, scale)
-    band: int = 2
+    band: int = 2  # px from an intensity change: elsewhere the masks give the poses no gradient
 
     def validate(self) -> None:
         if self.steps < 0 or self.lr <= 0 or self.band < 0:
@@ -166,9 +156,8 @@ class TrainConfig:
     # CPU processes `flowcaps.train` starts (torchrun, see flowcaps.launch); 0 = one per core.
     cpu_ranks: int = 1
     checkpoint_minutes: float = 2.0
-    # Start from this checkpoint's weights (a fine-tune; its model config must equal this run's).
-    # The optimizer and the schedules start afresh, so a fine-tune of a trained model usually
-    # also sets prior_anneal 0 and center_warmup 0. None = random weights from `seed`.
+    # Start from this checkpoint's weights (a fine-tune; same model config), the optimizer and
+    # schedules afresh: so also set prior_anneal 0 and center_warmup 0. None: fresh from `seed`.
     init: str | None = None
     explode_factor: float = 50.0  # loss above this many times its running median -> stop
     log_every: int = 20  # steps between CSV rows
@@ -204,10 +193,9 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "TrainConfig":
-        raw = _drop_removed(dict(raw), REMOVED_TRAIN_FIELDS, "")
-        model = _build(ModelConfig, _drop_removed(dict(raw.pop("model", {})),
-                                                  REMOVED_MODEL_FIELDS, "model."))
-        return _build(cls, {**raw, "model": model})
+        raw = removed.drop(raw, removed.TRAIN_FIELDS)  # keys of older configs, at "off"
+        model = removed.drop(raw.pop("model", {}), removed.MODEL_FIELDS, "model.")
+        return _build(cls, {**raw, "model": _build(ModelConfig, model)})
 
     def replace(self, **changes: Any) -> "TrainConfig":
         """A copy with some fields changed; `model` may be a dict of model-field changes."""
@@ -224,17 +212,6 @@ class TrainConfig:
             return dataclasses.replace(self, **changes)
         except TypeError as err:
             raise FlowcapsError(f"unknown config field: {err}") from None
-
-
-def _drop_removed(raw: dict[str, Any], removed: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """`raw` without the removed switches; one of them set to anything but "off" is an error."""
-    for name, off in removed.items():
-        if name in raw:
-            value = raw.pop(name)
-            if value != off:
-                raise FlowcapsError(f"config sets {prefix}{name}={value!r}, a switch that was "
-                                    f"removed (docs/deviations.md); only {off!r} can be loaded")
-    return raw
 
 
 def _tuples(raw: dict[str, Any]) -> dict[str, Any]:

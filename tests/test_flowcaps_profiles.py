@@ -7,7 +7,7 @@ import torch
 
 import flowcaps
 from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, TrainConfig, checkpoint
-from flowcaps.config import REMOVED_MODEL_FIELDS, REMOVED_TRAIN_FIELDS
+from flowcaps import removed
 from flowcaps.profiles import paper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,9 +19,9 @@ BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").
 @pytest.mark.parametrize("name", ["quick", "long", "gpu", "paper"])
 def test_each_profile_resolves_to_the_config_it_had(name):
     old = json.loads(json.dumps(BEFORE[name]))
-    for key, off in REMOVED_TRAIN_FIELDS.items():
+    for key, off in removed.TRAIN_FIELDS.items():
         assert old.pop(key) == off
-    for key, off in REMOVED_MODEL_FIELDS.items():
+    for key, off in removed.MODEL_FIELDS.items():
         assert old["model"].pop(key) == off
     assert json.loads(flowcaps.PROFILES[name](out="x").to_json()) == old
 
@@ -44,14 +44,14 @@ def _saved(config_changes: dict, model_changes: dict) -> str:
 
 
 def test_removed_switches_load_only_at_their_off_value():
-    every_off = _saved(REMOVED_TRAIN_FIELDS, REMOVED_MODEL_FIELDS)
+    every_off = _saved(removed.TRAIN_FIELDS, removed.MODEL_FIELDS)
     assert TrainConfig.from_json(every_off) == TrainConfig()
-    for key in REMOVED_TRAIN_FIELDS:
+    for key in removed.TRAIN_FIELDS:
         on = {"blur_fade": 0.5, "w_consistency": 3.0, "w_segment": 1.0, "overlap_start": 0.4,
               "occlusion_aware": True}[key]
         with pytest.raises(FlowcapsError, match=f"{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({key: on}, {}))
-    for key in REMOVED_MODEL_FIELDS:
+    for key in removed.MODEL_FIELDS:
         on = {"heat_offset": 0.15, "depth_code": "capsule", "mask_reading": "logit",
               "heat_block": -1}[key]
         with pytest.raises(FlowcapsError, match=f"model.{key}={on!r}, a switch that was removed"):
@@ -80,6 +80,6 @@ def test_a_checkpoint_with_a_removed_switch_on_is_refused_in_one_line(tmp_path):
 @pytest.mark.parametrize("path", sorted((ROOT / "checkpoints").glob("*.pt")), ids=lambda p: p.name)
 def test_committed_checkpoints_carry_removed_switches_off_and_load(path):
     raw = json.loads(checkpoint.read(path)["config"])
-    assert set(REMOVED_TRAIN_FIELDS) <= set(raw) or set(REMOVED_MODEL_FIELDS) & set(raw["model"])
+    assert set(removed.TRAIN_FIELDS) <= set(raw) or set(removed.MODEL_FIELDS) & set(raw["model"])
     model = flowcaps.load(path)
     assert model.config == checkpoint.config_of(checkpoint.read(path)).model
