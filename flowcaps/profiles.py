@@ -2,9 +2,9 @@
 
 `paper` holds what the paper states (Adam at 1e-4, 150 epochs, K=8, C=32, L_center at 1e-2,
 L_smooth at 1e-4) and its equations (FC translation, uniform fallback, one direction, no blur);
-settings we did not find stated in the paper are ours (batch 64, 1024 sampled points). `quick` changes what
-made it train on Geo; `long` and `gpu` change only the budget and the batch. Each change has a
-section in `docs/deviations.md` with the runs behind it.
+settings we did not find stated in the paper are ours (batch 64, 1024 sampled points). `quick`
+changes what made it train on Geo; `long` and `gpu` change only the budget and the batch. Each
+change has a section in `docs/deviations.md` with the runs behind it.
 """
 from __future__ import annotations
 
@@ -27,11 +27,12 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
     """CPU profile: Geo 64 px inside a 30-minute budget (data, training and evaluation)."""
     model = dict(
         translation_head="softargmax",  # heat-map detection: "Translation from a heat map"
-        coord_channels=False,  # with them capsules owned image regions: "Translation from a heat map"
+        coord_channels=False,  # with them capsules owned regions: "Translation from a heat map"
         pooled_params=True,  # "Pooled capsule numbers"
         shape_code="capsule",  # "One shape code per capsule"
         layering="over",  # "Front-to-back compositing"
-        background="static", depth_init=10.0, depth_min=8.0,  # "Static background and a depth floor"
+        background="static",  # "Static background and a depth floor"
+        depth_init=10.0, depth_min=8.0,
         dec_hidden=32,  # "Smaller decoder"
         scale_min=0.1,  # the smallest Geo shape; a lower floor let capsules shrink away
     )
@@ -57,7 +58,7 @@ def long(out: str = "runs/flowcaps-long") -> TrainConfig:
 
 
 def gpu(out: str = "runs/flowcaps-gpu") -> TrainConfig:
-    """The quick profile's model and losses on one GPU: batch 128 for 5.25 minutes over 100k pairs."""
+    """The quick profile's model and losses on one GPU: batch 128, 5.25 minutes, 100k pairs."""
     return quick(out).replace(batch_size=128, warmup_steps=200, max_minutes=5.25, cpu_ranks=1)
 
 

@@ -1,4 +1,4 @@
-"""Switches removed once their experiments were written up, and how saved configs that name them load.
+"""Switches removed once their experiments were written up; how saved configs naming them load.
 
 Checkpoints, run folders and `--config` files written before still carry these keys; each is
 accepted only at the value that meant "off". `docs/deviations.md` ("Tried and removed") gives
