@@ -192,6 +192,32 @@ def publish_cmd(record, dest, force):
                f"{out['record']} now names it")
 
 
+@main.command("diagnose")
+@click.argument("checkpoint", type=click.Path(path_type=Path))
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="dataset folder (default data/geo-quick)")
+@click.option("--pairs", type=click.IntRange(1), default=200, show_default=True,
+              help="first N test pairs (frame 0)")
+@click.option("--probe", type=click.Choice(["dupes", "owners", "oracle", "all"]), default="all",
+              show_default=True)
+@click.option("--oracle-steps", type=click.IntRange(1), default=300, hidden=True)
+@_friendly
+def diagnose_cmd(checkpoint, data, pairs, probe, oracle_steps):
+    """Probe a FlowCapsules checkpoint: duplicate capsules, who shows each class, a pose oracle."""
+    from benchmark.diagnose import PROBES, diagnose, read_pairs, report
+    from benchmark.registry import get_method
+    from benchmark.runner import default_data_root
+    data = data or default_data_root("geo", "quick")
+    loaded = get_method("flowcaps").load(checkpoint)
+    test = read_pairs(data, pairs)
+    if test.images.shape[-1] != loaded.image_size:
+        raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px but {data} holds "
+                             f"{test.images.shape[-1]} px")
+    click.echo(f"{checkpoint}: first {len(test.images)} test pairs of {data}")
+    probes = PROBES if probe == "all" else (probe,)
+    click.echo(report(diagnose(loaded.model, test, probes, oracle_steps=oracle_steps)))
+
+
 @main.command("list")
 def list_cmd():
     """Methods (with their time budget per profile), datasets and profiles."""

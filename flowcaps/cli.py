@@ -7,9 +7,10 @@ import os
 import click
 
 from flowcaps import checkpoint
-from flowcaps.config import PROFILES, ModelConfig, TrainConfig
+from flowcaps.config import ModelConfig, TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.fields import parse_text
+from flowcaps.profiles import PROFILES
 from flowcaps.trainer import train as run_train
 
 

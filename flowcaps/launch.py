@@ -1,9 +1,8 @@
 """One training as several CPU processes: `flowcaps.train` starts torchrun itself.
 
-On a CPU, N single-threaded DDP ranks beat one N-threaded process (measured on 2 cores:
-about 150 training pairs/s against about 110 at 64 px), so the quick profile asks for one
-rank per core (TrainConfig.cpu_ranks = 0). `batch_size` stays the global batch: each rank
-takes batch_size // N.
+On a CPU, N single-threaded DDP ranks train faster than one N-threaded process (numbers in
+docs/flowcaps.md), so the quick profile asks for one rank per core (TrainConfig.cpu_ranks = 0).
+`batch_size` stays the global batch: each rank takes batch_size // N.
 """
 from __future__ import annotations
 

@@ -2,18 +2,22 @@
 
 Letters: B batch, K capsules, P sampled points, H, W image side.
 
-L = L_render + w_smooth * L_smooth + w_center * L_center, with every expectation over pixels
-estimated at P pixel centres drawn per image (the loss is an expectation over u, so sampling is
-an unbiased estimate of it; P = 0 uses the full grid).
+L = L_render + w_smooth * L_smooth + w_center * L_center + w_appearance * L_appearance
+    + w_overlap * L_overlap,
+with every expectation over pixels estimated at P pixel centres drawn per image (the loss is an
+expectation over u, so sampling is an unbiased estimate of it; P = 0 uses the full grid). The
+paper's loss is the first three terms.
 - L_render: || I'(u + Phi(u)) - I(u) ||^2 (sum over RGB), averaged over a Gaussian pyramid of
   sigmas: flat-coloured shapes only give a photometric gradient in a ~1 px edge band, blurring
   widens that basin. sigma 0 alone is the paper's loss.
 - L_smooth: squared finite differences of Phi to the +1 px neighbours in x and y (pixels^2).
-- L_center: each mask sits at its canonical origin, averaged over capsules, in one of three
-  forms (TrainConfig.center_form): the mask-weighted squared distance E_u[Lambda_k |v|^2] with
-  v = P_k^-1 u ("spread"), the same in image units E_u[Lambda_k |u - t_k|^2] ("spread_image",
-  the default), or the squared distance of the mask's centre of mass
-  |E_u[Lambda_k v] / E_u[Lambda_k]|^2 ("centroid").
+- L_center: each mask sits at its canonical origin, averaged over capsules, in one of two forms
+  (TrainConfig.center_form): the mask-weighted squared distance E_u[Lambda_k |v|^2] with
+  v = P_k^-1 u ("spread", the paper's), or the same in image units E_u[Lambda_k |u - t_k|^2]
+  ("spread_image").
+- L_appearance (ours): the visible layers, each filled with its mean colour, rebuild the frame
+  (`appearance_loss`).
+- L_overlap (ours): two capsules covering the same pixels while moving alike (`overlap_loss`).
 """
 from __future__ import annotations
 
@@ -35,7 +39,6 @@ class LossTerms:
     center: torch.Tensor
     appearance: torch.Tensor
     overlap: torch.Tensor
-    consistency: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -83,17 +86,12 @@ def sample_indices(b: int, h: int, w: int, points: int, gen: torch.Generator | N
 def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                    pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
                    cfg: TrainConfig, center_scale: float | torch.Tensor = 1.0,
-                   weight: torch.Tensor | None = None,
-                   seg: torch.Tensor | None = None,
-                   blur_gain: float | torch.Tensor = 1.0,
-                   overlap_gain: float | torch.Tensor = 1.0) -> LossTerms:
+                   weight: torch.Tensor | None = None) -> LossTerms:
     """Loss of predicting frame `src` by backward-warping frame `dst` with src's capsules.
 
     caps, caps_next: (shape, pose, depth) of src and of dst; pyr_*: blurred copies (B, 3, H, W);
-    weight (B, P): importance weights of the points (None = uniform samples); seg (B, K, h, w):
-    src's coarse cell ownership of the "segment" head, scored like the masks when w_segment > 0;
-    blur_gain: the weight of the pyramid's blurred levels (TrainConfig.blur_fade); overlap_gain:
-    the overlap term's ramp (TrainConfig.overlap_start).
+    weight (B, P): importance weights of the points (None = uniform samples); center_scale: the
+    centre term's warm-up factor.
     """
     if weight is None:
         weight = torch.ones(idx.shape, device=idx.device)
@@ -116,20 +114,11 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     phi = phi_all[:, :p]  # (B, P, 2)
 
     vis = pm.visible[:, :, :p]  # (B, K, P)
-    rweight = weight
-    if cfg.occlusion_aware:
-        rweight = weight * occlusion_keep(model, vis, caps_next, u + phi)  # (B, P)
-    levels = [1.0 if sigma == 0 else blur_gain for sigma in cfg.blur_sigmas]
-    render = render_loss(pyr_src, pyr_dst, idx, u, phi, rweight, levels)
+    render = render_loss(pyr_src, pyr_dst, idx, u, phi, weight)
     if cfg.w_appearance > 0:
         appearance = appearance_loss(vis, geometry.gather_pixels(pyr_src[0], idx).float(), weight)
     else:
         appearance = phi.new_zeros(())
-    if seg is not None and cfg.w_segment > 0:
-        segment = segment_loss(seg, pm.v[:, :, :p], pose_next, u, pyr_src, pyr_dst, idx, weight,
-                               cfg.w_appearance)
-    else:
-        segment = phi.new_zeros(())
     if cfg.w_overlap > 0:
         overlap = overlap_loss(pm.masks[:, :, :p], pm.v[:, :, :p], pose_next, u, weight,
                                cfg.overlap_tau, (h, w))
@@ -149,64 +138,24 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-             + cfg.w_appearance * appearance + cfg.w_segment * segment
-             + overlap_gain * cfg.w_overlap * overlap)
+             + cfg.w_appearance * appearance + cfg.w_overlap * overlap)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance, overlap=overlap, consistency=phi.new_zeros(()))
+                     appearance=appearance, overlap=overlap)
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
-                u: torch.Tensor, phi: torch.Tensor, weight: torch.Tensor,
-                levels: list | None = None) -> torch.Tensor:
+                u: torch.Tensor, phi: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """|| dst(u + Phi(u)) - src(u) ||^2 at the points, weighted, averaged over the pyramid.
 
     pyr_*: blurred copies (B, 3, H, W); idx (B, P) the points' pixel indices, u (B, P, 2) their
-    coordinates, phi (B, P, 2) the flow there, weight (B, P); levels: each copy's weight in the
-    average (floats or scalar tensors, not all zero), None = equal.
+    coordinates, phi (B, P, 2) the flow there, weight (B, P).
     """
-    levels = [1.0] * len(pyr_src) if levels is None else levels
     render = phi.new_zeros(())
-    for src, dst, level in zip(pyr_src, pyr_dst, levels):
+    for src, dst in zip(pyr_src, pyr_dst):
         target = geometry.gather_pixels(src, idx).float()  # (B, 3, P)
         pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
-        render = render + level * (((pred - target) ** 2).sum(1) * weight).mean()
-    return render / sum(levels)
-
-
-def segment_loss(seg: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u: torch.Tensor,
-                 pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
-                 weight: torch.Tensor, w_appearance: float) -> torch.Tensor:
-    """The render (and appearance) loss of the coarse ownership in place of the visibility.
-
-    seg (B, K, h, w); v (B, K, P, 2) the points in each capsule's frame; pose_next (B, K, 4).
-    Every capsule owns a softmax share of every cell, so each one gets a gradient wherever the
-    image is badly explained, unlike a decoder mask far from an unexplained shape (whose
-    capsule gets no gradient there and never moves to it).
-    """
-    own = geometry.sample_at(seg, u).float()  # (B, K, P)
-    phi = (own[..., None] * geometry.capsule_flow(v, pose_next, u)).sum(1)  # (B, P, 2)
-    render = render_loss(pyr_src, pyr_dst, idx, u, phi, weight)
-    if w_appearance > 0:
-        render = render + w_appearance * appearance_loss(
-            own, geometry.gather_pixels(pyr_src[0], idx).float(), weight)
-    return render
-
-
-@torch.no_grad()
-def occlusion_keep(model: FlowCapsules, vis: torch.Tensor, caps_next: tuple,
-                   dest: torch.Tensor) -> torch.Tensor:
-    """The probability that a point's owner in src is still the visible layer at its destination.
-
-    vis (B, K, P): src visibility; dest (B, P, 2): u + Phi(u) in dst's frame -> (B, P).
-    A background pixel that a moving shape covers in dst has no correct match there: the plain
-    render loss rewards lending it the shape's flow (so masks grow along the motion). Weighting
-    each point by sum_k vis_k(u) vis'_k(u + Phi) plus the same for the background removes that
-    reward. Detached, so declaring a point occluded earns nothing.
-    """
-    shape, pose, depth = (x.detach() for x in caps_next)
-    vd = model.masks_at(shape, pose, depth, dest.detach()).visible  # (B, K, P)
-    vs = vis.detach()
-    return (vs * vd).sum(1) + (1 - vs.sum(1)) * (1 - vd.sum(1))  # (B, P)
+        render = render + (((pred - target) ** 2).sum(1) * weight).mean()
+    return render / len(pyr_src)
 
 
 def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u: torch.Tensor,
@@ -231,24 +180,6 @@ def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, 
     return (pairs * weight).mean()
 
 
-def consistency_loss(model: FlowCapsules, shape: torch.Tensor, side: int = 8,
-                     extent: float = 1.2) -> torch.Tensor:
-    """Each capsule's canonical mask varies across the batch: mean_k,v Var_b sigmoid(D(v; s_bk)).
-
-    shape (B, K, C-5); the masks are read on a fixed side x side grid over [-extent, extent]^2
-    of the canonical frame. The loss is blind to which capsule explains which shape, so nothing
-    keeps a capsule on one kind of shape: in short runs a class went to different capsules in
-    different images. Geo's shapes never deform (pose carries position, angle and size), so a
-    capsule whose canonical mask stays the same across images is one that keeps to one class.
-    Read on probabilities, so rescaling the shape codes cannot shrink it.
-    """
-    b, k, _ = shape.shape
-    t = torch.linspace(-extent, extent, side, device=shape.device)
-    v = torch.stack(torch.meshgrid(t, t, indexing="xy"), -1).reshape(1, 1, -1, 2)  # (1, 1, G, 2)
-    masks = torch.sigmoid(model.decoder(shape, v.expand(b, k, -1, -1).to(shape.dtype)).float())  # (B, K, G)
-    return masks.var(0, unbiased=False).mean()
-
-
 def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Each visible layer explains its pixels with one colour: a dense signal for the masks.
 
@@ -266,14 +197,10 @@ def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
 
 def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form: str) -> torch.Tensor:
     """masks (B, K, P), v (B, K, P, 2), scale (B, K) -> scalar, averaged over B and K."""
-    if form == "spread":
-        return (masks * (v ** 2).sum(-1)).mean(2).mean()  # E_u over the points, then B, K
+    d2 = (v ** 2).sum(-1)  # (B, K, P) = |v|^2
     if form == "spread_image":
-        d2 = (v ** 2).sum(-1) * scale[..., None] ** 2  # (B, K, P) = |u - t|^2
-        return (masks * d2).mean(2).mean()
-    mass = masks.mean(2)  # (B, K) = E_u[Lambda]
-    centroid = (masks[..., None] * v).mean(2) / (mass[..., None] + 1e-4)  # (B, K, 2)
-    return (centroid ** 2).sum(-1).mean()
+        d2 = d2 * scale[..., None] ** 2  # (B, K, P) = |u - t|^2
+    return (masks * d2).mean(2).mean()  # E_u over the points, then B, K
 
 
 def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
@@ -284,9 +211,7 @@ def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch
 
 
 def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: TrainConfig,
-              gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0,
-              blur_gain: float | torch.Tensor = 1.0,
-              overlap_gain: float | torch.Tensor = 1.0) -> LossTerms:
+              gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0) -> LossTerms:
     """The training loss of a batch of pairs img0, img1 (B, 3, H, W) in [0, 1].
 
     Both frames are parsed (the flow needs both poses); with `both_directions` the pair is also
@@ -298,28 +223,18 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     if cfg.colour_shuffle:
         both = shuffle_channels(both, gen)
     with ctx:
-        *caps, seg = model.encode_with_segment(both)
+        caps = model.encode(both)
     c0 = tuple(x[:b] for x in caps)
     c1 = tuple(x[b:] for x in caps)
-    s0, s1 = (None, None) if seg is None else (seg[:b].float(), seg[b:].float())
     pyr0 = [geometry.gaussian_blur(img0, s) for s in cfg.blur_sigmas]
     pyr1 = [geometry.gaussian_blur(img1, s) for s in cfg.blur_sigmas]
     density = edge_density(img0, img1, cfg.edge_sigma) if cfg.edge_sampling > 0 else None
     idx, wt = sample_indices(b, h, w, cfg.points, gen, img0.device, density, cfg.edge_sampling)
     with ctx:
-        terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt, s0,
-                                blur_gain, overlap_gain)]
+        terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt)]
         if cfg.both_directions:
             idx1, wt1 = sample_indices(b, h, w, cfg.points, gen, img0.device, density,
                                        cfg.edge_sampling)
-            terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1, s1,
-                                         blur_gain, overlap_gain))
-        consistency = (consistency_loss(model, caps[0]) if cfg.w_consistency > 0
-                       else img0.new_zeros(()))
-    n = len(terms)
-    # Every term but the consistency (taken once per pair) is averaged over the directions.
-    out = {f.name: sum(getattr(t, f.name) for t in terms) / n
-           for f in fields(LossTerms) if f.name != "consistency"}
-    # Ramped in with the centre loss: the capsules first have to find shapes at all.
-    out["total"] = out["total"] + center_scale * cfg.w_consistency * consistency
-    return LossTerms(**out, consistency=consistency)
+            terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1))
+    return LossTerms(**{f.name: sum(getattr(t, f.name) for t in terms) / len(terms)
+                        for f in fields(LossTerms)})

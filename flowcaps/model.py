@@ -20,11 +20,6 @@ from flowcaps.errors import FlowcapsError
 from flowcaps.inputs import as_images
 
 
-# Cells' worth of weight on a capsule's prior position in the "segment" head: small, so a
-# capsule holding a shape's cells (tens of cells) sits at their centroid.
-SEGMENT_PRIOR_MASS = 0.5
-
-
 @dataclass
 class Capsules:
     """What `FlowCapsules.parse` returns. pose is (tx, ty, angle, scale) in the [-1, 1] frame."""
@@ -59,9 +54,9 @@ class Encoder(nn.Module):
         # "softargmax" translation head: K heat maps from the last-but-one block (before its
         # pooling), t_k their spatial expectation; detection by local features gives capsules an
         # identity by appearance and learns positions far faster than regressing them through FCs.
-        n = len(cfg.enc_channels)
-        self.heat_block = max(n + cfg.heat_block, 0) if cfg.heat_block < 0 else cfg.heat_block
-        if cfg.translation_head in ("softargmax", "segment"):
+        # That block has 16x16 cells at 64 px, each seeing 15 px: about one Geo shape.
+        self.heat_block = max(len(cfg.enc_channels) - 2, 0)
+        if cfg.translation_head == "softargmax":
             self.heat = nn.Conv2d(cfg.enc_channels[self.heat_block], cfg.num_capsules, 1)
             side_h = cfg.image_size // 2 ** self.heat_block
             cells = geometry.pixel_centres(side_h, side_h)  # (h*w, 2) cell centres, image frame
@@ -103,8 +98,6 @@ class Encoder(nn.Module):
                 ang = 2 * math.pi * k / cfg.num_capsules
                 for j, c in enumerate((math.cos(ang), math.sin(ang))):
                     bias[k, s0 + j] = math.atanh(cfg.init_ring * c / cfg.trans_bound)
-            if cfg.heat_offset:
-                bias[:, s0:s0 + 2] = 0.0  # the offset from the heat map's centre starts near 0
             # scale = scale_min + softplus(raw + b), with b placing scale at scale_init for raw = 0
             gap = cfg.scale_init - cfg.scale_min
             bias[:, s0 + 3] = math.log(math.expm1(gap))
@@ -114,30 +107,13 @@ class Encoder(nn.Module):
             else:
                 bias[:, s0 + 4] = cfg.depth_init
 
-    def _segment_centres(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """logits (B, K, h*w) -> t (B, K, 2) centroids of a coarse segmentation, and it (B, K, h*w).
-
-        Every cell is shared among the K capsules and a background entry (logit 0) by a softmax
-        over capsules, so capsules compete for cells: meant to keep them on different objects
-        where independent soft-argmaxes may follow the whole group of shapes. Measured in
-        10-minute Geo runs it did not beat the soft-argmax (see the quick profile's notes). A
-        capsule claiming nothing falls back to its learned prior position.
-        """
-        prior_logit = self.prior_gain * self.heat_prior  # (K, h*w): a bias towards the init ring
-        full = torch.cat([logits + prior_logit, torch.zeros_like(logits[:, :1])], 1)  # (B, K+1, h*w)
-        a = torch.softmax(full, 1)[:, :-1]  # (B, K, h*w)
-        anchor = torch.softmax(prior_logit, -1) @ self.cells  # (K, 2)
-        mass = a.sum(-1, keepdim=True)  # (B, K, 1)
-        return (a @ self.cells + SEGMENT_PRIOR_MASS * anchor) / (mass + SEGMENT_PRIOR_MASS), a
-
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None,
-                                                     torch.Tensor | None]:
-        """images (B, 3, H, W) in [0, 1] -> raw capsules (B, K, C), the translation head's
-        t (B, K, 2) or None, and the "segment" head's cell ownership (B, K, h, w) or None."""
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """images (B, 3, H, W) in [0, 1] -> raw capsules (B, K, C) and the heat maps' t (B, K, 2),
+        None with the "fc" head."""
         x = images
         if self.cfg.coord_channels:
             x = torch.cat([x, self.coords.expand(x.shape[0], -1, -1, -1).to(x.dtype)], 1)  # (B, 5, H, W)
-        t = seg = local = None
+        t = local = None
         for i, conv in enumerate(self.convs):
             x = F.relu(conv(x))  # (B, c, h, w)
             if i == self.heat_block and self.cfg.translation_head == "softargmax":
@@ -147,16 +123,12 @@ class Encoder(nn.Module):
                 if self.cfg.pooled_params:
                     feats = attn.to(x.dtype) @ x.flatten(2).transpose(1, 2)  # (B, K, c)
                     local = self.pooled(feats)  # (B, K, C)
-            elif i == self.heat_block and self.cfg.translation_head == "segment":
-                side = x.shape[-1]
-                t, own = self._segment_centres(self.heat(x).flatten(2).float())  # (B, K, 2), (B, K, h*w)
-                seg = own.view(own.shape[0], -1, side, side)  # (B, K, h, w)
             x = F.avg_pool2d(x, 2)  # (B, c, h/2, w/2)
         h = torch.tanh(self.fc(x.flatten(1)))  # (B, enc_hidden)
         raw = self.head(h).view(-1, self.cfg.num_capsules, self.cfg.capsule_dim)  # (B, K, C)
         if self.cfg.pooled_params:
             raw = raw + local
-        return raw, t, seg
+        return raw, t
 
 
 class MaskDecoder(nn.Module):
@@ -230,16 +202,8 @@ class FlowCapsules(nn.Module):
         self.decoder = MaskDecoder(config)
         if config.shape_code == "capsule":
             # One learned shape per capsule: a capsule can only fit the shapes its code draws,
-            # which rewards it for sitting on one kind of shape in every image. Early 10-minute
-            # Geo runs did not gain from it; with pooled_params and the "over" layering it is
-            # what kept the identities (see the quick profile's notes).
+            # which rewards it for sitting on one kind of shape in every image.
             self.shape_embed = nn.Parameter(0.5 * torch.randn(config.num_capsules, config.shape_dim))
-        if config.depth_code == "capsule":
-            # raw depth before the positivity map, spread a little so the order starts defined
-            with torch.no_grad():
-                raw0 = self.encoder.head.bias.view(config.num_capsules, -1)[:, config.shape_dim + 4]
-            spread = torch.linspace(-0.5, 0.5, config.num_capsules)
-            self.depth_embed = nn.Parameter(raw0.clone() + spread)
 
     def load_weights(self, state: dict[str, torch.Tensor]) -> None:
         """`load_state_dict`, accepting checkpoints from before the prior's gain was stored."""
@@ -250,12 +214,8 @@ class FlowCapsules(nn.Module):
 
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """images (B, 3, H, W) -> shape (B, K, C-5), pose (B, K, 4), depth (B, K)."""
-        return self.encode_with_segment(images)[:3]
-
-    def encode_with_segment(self, images: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """`encode`, plus the "segment" head's coarse ownership (B, K, h, w) or None."""
         cfg = self.config
-        raw, t_heat, seg = self.encoder(images)
+        raw, t_heat = self.encoder(images)
         raw = raw.float()  # (B, K, C)
         s0 = cfg.shape_dim
         shape = raw[..., :s0]  # (B, K, C-5)
@@ -263,21 +223,15 @@ class FlowCapsules(nn.Module):
             t = cfg.trans_bound * torch.tanh(raw[..., s0:s0 + 2])  # (B, K, 2)
         else:
             t = t_heat.float()  # (B, K, 2)
-            if cfg.heat_offset:
-                # the heat map's centre is the visible part's; the offset may move it
-                t = t + cfg.heat_offset * torch.tanh(raw[..., s0:s0 + 2])  # (B, K, 2)
         angle = raw[..., s0 + 2:s0 + 3]  # (B, K, 1)
         scale = cfg.scale_min + F.softplus(raw[..., s0 + 3:s0 + 4])  # (B, K, 1) kept positive
         depth = raw[..., s0 + 4]  # (B, K)
         if cfg.shape_code == "capsule":
             shape = self.shape_embed.expand(raw.shape[0], -1, -1)  # (B, K, C-5)
-        if cfg.depth_code == "capsule":
-            # a fixed front-to-back order of the capsules, the same in every image
-            depth = self.depth_embed.expand(raw.shape[0], -1)  # (B, K)
         if cfg.background == "static":
             # d_k > 0 keeps "Lambda_k > 1/2 claims the pixel" true
             depth = cfg.depth_min + F.softplus(depth)
-        return shape, torch.cat([t, angle, scale], -1), depth, seg
+        return shape, torch.cat([t, angle, scale], -1), depth
 
     def masks_at(self, shape: torch.Tensor, pose: torch.Tensor, depth: torch.Tensor,
                  u: torch.Tensor) -> PointMasks:
@@ -289,11 +243,8 @@ class FlowCapsules(nn.Module):
         if cfg.layering == "over" and cfg.depth_ordering:
             return PointMasks(v=v, masks=masks, visible=composite_over(masks, depth))
         static = cfg.background == "static"
-        if cfg.mask_reading == "logit":
-            score = logit + depth[..., None] if cfg.depth_ordering else logit
-        else:
-            level = masks - 0.5 if static else masks
-            score = depth[..., None] * level if cfg.depth_ordering else level  # (B, K, P)
+        level = masks - 0.5 if static else masks
+        score = depth[..., None] * level if cfg.depth_ordering else level  # (B, K, P)
         if static:
             # The background entry (score 0, zero flow) takes what no capsule claims.
             bg = torch.zeros_like(score[:, :1])  # (B, 1, P)

@@ -2,14 +2,11 @@
 
 Letters: B batch, K capsules, P band pixels, H, W image side.
 
-The encoder regresses poses in one pass, and its errors are what the amodal IoU of the long
-runs loses: with each capsule's shape kept and only its 4 pose numbers fitted to the ground
-truth, the long checkpoint's Geo circles went from .946 to .993 (500 test pairs;
-results/refine-2026-11-27). Refinement gets most of that without any label: it descends the
-layered flat-colour appearance loss of the one image (the trainer's `w_appearance` term) in the
-poses alone. On the 10k Geo test pairs it took the long checkpoint from .958 to .977 (circle
-.949 -> .981); what squares and triangles still miss are pixels exactly half covered, which
-the image cannot place (see that folder). See config.RefineConfig.
+The encoder regresses poses in one pass, and its pose errors are most of what a trained
+model's amodal IoU loses (`flowbench diagnose --probe oracle` measures it). Refinement recovers
+much of that without any label: it descends the layered flat-colour appearance loss of the one
+image (the trainer's `w_appearance` term) in the poses alone. See config.RefineConfig; the
+measurements are in docs/flowcaps.md.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 from flowcaps import checkpoint, launch
-from flowcaps.config import OVERLAP_RAMP, TrainConfig
+from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
@@ -49,10 +49,8 @@ class _LossModule(nn.Module):
         self.cfg = cfg
 
     def forward(self, img0: torch.Tensor, img1: torch.Tensor, gen: torch.Generator,
-                center_scale: torch.Tensor, blur_gain: torch.Tensor,
-                overlap_gain: torch.Tensor) -> LossTerms:
-        return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale, blur_gain,
-                         overlap_gain)
+                center_scale: torch.Tensor) -> LossTerms:
+        return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale)
 
 
 def _upgrade_log(path: Path) -> None:
@@ -163,13 +161,8 @@ def _lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
 
 
 def _fade(progress: float, span: float) -> float:
-    """1 at the start, falling linearly to 0 at `span` of the run (prior_anneal, blur_fade)."""
+    """1 at the start, falling linearly to 0 at `span` of the run (prior_anneal)."""
     return max(0.0, 1.0 - progress / span)
-
-
-def _ramp(progress: float, start: float, span: float) -> float:
-    """0 until `start` of the run, then rising linearly to 1 over the next `span` (overlap_start)."""
-    return min(1.0, max(0.0, (progress - start) / span))
 
 
 def _check_resume(saved: TrainConfig, cfg: TrainConfig, path: Path) -> None:
@@ -370,10 +363,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
             if cfg.prior_anneal > 0 and hasattr(model.encoder, "prior_gain"):
                 model.encoder.prior_gain.fill_(_fade(frac, cfg.prior_anneal))
             # A tensor, not a float: torch.compile would specialise (recompile) on every value.
-            blur_gain = _fade(frac, cfg.blur_fade) if cfg.blur_fade > 0 else 1.0
-            terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device),
-                            torch.tensor(blur_gain, device=device),
-                            torch.tensor(_ramp(frac, cfg.overlap_start, OVERLAP_RAMP), device=device))
+            terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device))
             loss = _agree(float(terms.total.detach()), world, device)  # every rank decides alike
             median = statistics.median(recent) if len(recent) >= 20 else math.inf
             if not math.isfinite(loss) or loss > cfg.explode_factor * median:

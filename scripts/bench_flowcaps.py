@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from benchmark.records import git_state, machine_info
-from flowcaps.config import PROFILES, TrainConfig
+from flowcaps import PROFILES, TrainConfig
 from flowcaps.losses import pair_loss
 from flowcaps.model import FlowCapsules
 from flowcaps.trainer import to_images

@@ -23,7 +23,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
     from flowcaps import trainer
-    from flowcaps.config import quick_profile
+    from flowcaps.profiles import quick as quick_profile
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
                       RANK=str(rank))

@@ -138,8 +138,7 @@ def test_cli_errors_are_one_line(tmp_path):
 
 def test_prior_fades_out_and_the_extra_terms_train(tmp_path):
     """prior_anneal drives the stored prior gain to 0; the optional terms give finite losses."""
-    cfg = tiny_config(tmp_path / "run", prior_anneal=0.5, w_appearance=1.0,
-                      occlusion_aware=True, model={"translation_head": "segment"}, w_segment=1.0)
+    cfg = tiny_config(tmp_path / "run", prior_anneal=0.5, w_appearance=1.0, w_overlap=0.05)
     path = train_mod.fit(cfg, tiny_pairs(), progress=False)
     model = flowcaps.load(path)
     assert float(model.encoder.prior_gain) == 0.0

@@ -1,0 +1,26 @@
+"""Switches removed once their experiments were written up; how saved configs naming them load.
+
+Checkpoints, run folders and `--config` files written before still carry these keys; each is
+accepted only at the value that meant "off". `docs/deviations.md` ("Tried and removed") gives
+the runs behind each one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from flowcaps.errors import FlowcapsError
+
+MODEL_FIELDS = {"heat_offset": 0.0, "depth_code": "image", "mask_reading": "prob", "heat_block": -2}
+TRAIN_FIELDS = {"blur_fade": 0.0, "w_consistency": 0.0, "w_segment": 0.0, "overlap_start": 0.0,
+                "occlusion_aware": False}
+
+
+def drop(raw: dict[str, Any], removed: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A copy of `raw` without the `removed` keys; one set to anything but "off" is an error."""
+    raw = dict(raw)
+    for name, off in removed.items():
+        value = raw.pop(name, off)
+        if value != off:
+            raise FlowcapsError(f"config sets {prefix}{name}={value!r}, a switch that was removed "
+                                f"(docs/deviations.md); only {off!r} can be loaded")
+    return raw

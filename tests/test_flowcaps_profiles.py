@@ -1,0 +1,85 @@
+"""The named profiles (unchanged by their move to flowcaps.profiles) and the removed switches."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import flowcaps
+from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, TrainConfig, checkpoint
+from flowcaps import removed
+from flowcaps.profiles import paper
+
+ROOT = Path(__file__).resolve().parents[1]
+# Each profile's TrainConfig.to_json() as the code wrote it before the profiles were rewritten
+# as differences from the paper and the unused switches were removed.
+BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["quick", "long", "gpu", "paper"])
+def test_each_profile_resolves_to_the_config_it_had(name):
+    old = json.loads(json.dumps(BEFORE[name]))
+    for key, off in removed.TRAIN_FIELDS.items():
+        assert old.pop(key) == off
+    for key, off in removed.MODEL_FIELDS.items():
+        assert old["model"].pop(key) == off
+    assert json.loads(flowcaps.PROFILES[name](out="x").to_json()) == old
+
+
+def test_the_profiles_derive_from_the_paper_profile():
+    base = paper(out="x")
+    assert (base.lr, base.epochs, base.w_center, base.w_smooth) == (1e-4, 150, 1e-2, 1e-4)
+    assert (base.model.num_capsules, base.model.capsule_dim) == (8, 32)
+    quick = flowcaps.PROFILES["quick"](out="x")
+    assert quick.model.translation_head == "softargmax" and quick.lr == 3e-3
+    # fields the quick profile leaves alone are the paper profile's, not TrainConfig's defaults
+    assert quick.model.mask_prior == base.model.mask_prior and quick.epochs != TrainConfig().epochs
+
+
+def _saved(config_changes: dict, model_changes: dict) -> str:
+    raw = json.loads(TrainConfig().to_json())
+    raw.update(config_changes)
+    raw["model"].update(model_changes)
+    return json.dumps(raw)
+
+
+def test_removed_switches_load_only_at_their_off_value():
+    every_off = _saved(removed.TRAIN_FIELDS, removed.MODEL_FIELDS)
+    assert TrainConfig.from_json(every_off) == TrainConfig()
+    for key in removed.TRAIN_FIELDS:
+        on = {"blur_fade": 0.5, "w_consistency": 3.0, "w_segment": 1.0, "overlap_start": 0.4,
+              "occlusion_aware": True}[key]
+        with pytest.raises(FlowcapsError, match=f"{key}={on!r}, a switch that was removed"):
+            TrainConfig.from_json(_saved({key: on}, {}))
+    for key in removed.MODEL_FIELDS:
+        on = {"heat_offset": 0.15, "depth_code": "capsule", "mask_reading": "logit",
+              "heat_block": -1}[key]
+        with pytest.raises(FlowcapsError, match=f"model.{key}={on!r}, a switch that was removed"):
+            TrainConfig.from_json(_saved({}, {key: on}))
+    # a removed value of a kept switch is refused by validation
+    with pytest.raises(FlowcapsError, match="translation_head"):
+        TrainConfig.from_json(_saved({}, {"translation_head": "segment"})).validate()
+    with pytest.raises(FlowcapsError, match="center_form"):
+        TrainConfig.from_json(_saved({"center_form": "centroid"}, {})).validate()
+
+
+def test_a_checkpoint_with_a_removed_switch_on_is_refused_in_one_line(tmp_path):
+    cfg = TrainConfig(model=ModelConfig(image_size=16, enc_channels=(4,), enc_hidden=8,
+                                        dec_hidden=8, num_capsules=2, capsule_dim=6))
+    path = checkpoint.save(tmp_path / "m.pt", cfg, FlowCapsules(cfg.model))
+    blob = torch.load(path, weights_only=True)
+    raw = json.loads(blob["config"])
+    raw["model"]["depth_code"] = "capsule"
+    blob["config"] = json.dumps(raw)
+    torch.save(blob, path)
+    with pytest.raises(FlowcapsError) as err:
+        flowcaps.load(path)
+    assert "\n" not in str(err.value) and "model.depth_code='capsule'" in str(err.value)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "checkpoints").glob("*.pt")), ids=lambda p: p.name)
+def test_committed_checkpoints_carry_removed_switches_off_and_load(path):
+    raw = json.loads(checkpoint.read(path)["config"])
+    assert set(removed.TRAIN_FIELDS) <= set(raw) or set(removed.MODEL_FIELDS) & set(raw["model"])
+    model = flowcaps.load(path)
+    assert model.config == checkpoint.config_of(checkpoint.read(path)).model
