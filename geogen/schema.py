@@ -21,7 +21,7 @@ Conventions
   with SS x SS subsamples (`--supersample`). With an even SS many edge pixels are exactly half
   covered (one in four along an edge that follows a row or column): inside by this rule, and
   drawn exactly half-way between the shape's colour and what lies behind, so the image does
-  not say on which side of the pixel centre the edge runs (results/refine-2026-11-27).
+  not say on which side of the pixel centre the edge runs (experiments/2026-11-27-pose-refinement).
 - `pose` is (centre x, centre y, angle, size): centre in pixels; angle in radians,
   rotating offsets (ox, oy) to (ox cos a - oy sin a, ox sin a + oy cos a) in (x, y)
   pixel coordinates (with y pointing down, a positive angle turns clockwise on
