@@ -34,6 +34,16 @@ def predict(method: Method, model, frames: np.ndarray, flow: np.ndarray | None) 
     return method.predict(model, img0, img1)
 
 
+def embed(method: Method, model, frames: np.ndarray, flow: np.ndarray | None) -> np.ndarray:
+    """The method's features of frame 0 of pairs, with the flow as for `predict`."""
+    img0 = to_images(frames[:, 0])  # (B, 3, H, W)
+    if "flow" in method.uses_ground_truth:
+        if flow is None:
+            raise BenchmarkError(f"{method.name} needs the ground-truth flow of the pairs")
+        return method.embed(model, img0, gt_flow=to_flow(flow))
+    return method.embed(model, img0)
+
+
 def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state: int,
              test_limit: int | None = None, progress: bool = True) -> dict:
     """The metrics dict a record stores (see benchmark.metrics and benchmark.clustering)."""
@@ -59,8 +69,11 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
             flow.update(pred.flow, gt_flow, vis)
         ari.update(pred.visible, vis)
         test_feats.append(pred.features)
-    train = read_checked(data_root, "train", ("frames", "label"), TRAIN_FEATURES)
-    train_feats = [method.embed(loaded.model, to_images(train["frames"][i:i + EVAL_BATCH, 0]))
+    fields = ("frames", "label") + (("flow",) if "flow" in method.uses_ground_truth else ())
+    train = read_checked(data_root, "train", fields, TRAIN_FEATURES)
+    train_flow = train.get("flow")
+    train_feats = [embed(method, loaded.model, train["frames"][i:i + EVAL_BATCH],
+                         None if train_flow is None else train_flow[i:i + EVAL_BATCH, 0])
                    for i in tqdm(range(0, len(train["label"]), EVAL_BATCH), desc="embed train",
                                  unit="batch", disable=not progress)]
     out = {**seg.compute(), **flow.compute(), **ari.compute()}

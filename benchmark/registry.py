@@ -152,8 +152,10 @@ class Method(Protocol):
         every method accepts the keyword.
         """
 
-    def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
-        """(B, F) features of img0, equal to `predict(...).features` but cheaper."""
+    def embed(self, model: Any, img0: np.ndarray, *,
+              gt_flow: np.ndarray | None = None) -> np.ndarray:
+        """(B, F) features of img0, equal to `predict(...).features` but cheaper; `gt_flow` as
+        for `predict` (the k-means protocol embeds training pairs the same way)."""
 
 
 METHOD_DEFAULTS: dict[str, Any] = {

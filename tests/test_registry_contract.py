@@ -41,7 +41,7 @@ def test_method_contract(name, tiny_geo, tmp_path):
     assert pred.masks.min() >= 0 and pred.masks.max() <= 1 and pred.visible.min() >= 0
     again = method.predict(loaded.model, img0, img1, **gt)
     assert np.array_equal(pred.masks, again.masks)  # inference is deterministic
-    assert np.allclose(method.embed(loaded.model, img0), pred.features, atol=1e-5)
+    assert np.allclose(method.embed(loaded.model, img0, **gt), pred.features, atol=1e-5)
 
     m = evaluate(method, loaded, tiny_geo, random_state=0, test_limit=8, progress=False)
     for key in ("amodal_iou", "amodal_iou_per_image", "visible_iou", "visible_iou_per_image"):

@@ -4,3 +4,4 @@ Importing this package registers every method: one explicit import per adapter m
 baseline is registered by adding its line here (its model lives in `baselines/<name>/`).
 """
 from benchmark.methods import flowcaps  # noqa: F401  (registers flowcaps, flowcaps-refine)
+from benchmark.methods import psd  # noqa: F401  (registers psd)

@@ -140,7 +140,8 @@ class FlowCapsulesMethod:
                               flow=_np(phi.transpose(1, 2).reshape(b, 2, h, w)),
                               features=_np(feats.flatten(1)))
 
-    def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
+    def embed(self, model: Any, img0: np.ndarray, *,
+              gt_flow: np.ndarray | None = None) -> np.ndarray:
         import torch
         dev = next(model.parameters()).device
         with torch.inference_mode():

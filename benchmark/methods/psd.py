@@ -1,0 +1,150 @@
+"""PSD (Xu et al., ICLR 2019) behind the benchmark protocol.
+
+Letters: B batch, D latent dimensions, A active dimensions (PSD's parts), H = W image side.
+
+What PSD sees at test time: frame 0 and the ground-truth flow from frame 0 to frame 1, which
+its motion encoder turns into the latent (the posterior mean; no sampling). Frame 1 is not
+used. So `uses_ground_truth = ("flow",)` and `predict`/`embed` refuse to run without
+`gt_flow`; every record states it through the model config's `test_time_input`.
+
+- masks (B, A, H, W): PSD's part masks, each active dimension's local motion magnitude over
+  its maximum in the image. They are masks of what moves, i.e. of visible regions
+  (`amodal = False`): the amodal IoU of Table 1 is scored on them as given.
+- visible: the same masks where they exceed 1/2, else 0, so background pixels (where every
+  mask is near 0) are not shared out among the parts by the metrics' normalisation.
+- flow (B, 2, H, W): PSD's reconstruction of the flow (the sum of its per-part motions after
+  the structure), in pixels, so EPE measures how well PSD reconstructs the flow it was given.
+- features (B, D): the posterior mean of the motion encoder (all D dimensions).
+- extras["motion"] (B, A, H, W): each active dimension's local motion magnitude over the
+  largest one in the image, for the figure.
+
+baselines.psd and torch are imported inside the functions so that `flowbench table` and
+`flowbench list` start without loading torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+
+TEST_TIME_INPUT = "frame 0 and the ground-truth flow 0 -> 1 (motion encoder posterior mean)"
+
+
+@register
+class PsdMethod:
+    name = "psd"
+    title = "PSD"
+    budgets = {"smoke": "a few seconds (40 steps at 32 px)",
+               "quick": "about 22 minutes of training on a 2-core CPU (30 with data and "
+                        "evaluation)",
+               "gpu": "about 8 minutes of training on one GPU"}
+    uses_ground_truth = ("flow",)
+    amodal = False
+    tables = (1,)
+    clip_frames = 2
+
+    def _train_config(self, spec: TrainSpec):
+        from baselines.psd import PROFILES, PsdError
+        if spec.profile not in PROFILES:
+            raise BenchmarkError(f"psd has no profile {spec.profile!r}; it has "
+                                 f"{', '.join(sorted(PROFILES))}")
+        if spec.variant != Axes():
+            raise BenchmarkError("psd has no Table 3 axes (capsules, shape size, decoder depth, "
+                                 "depth ordering); run it without them")
+        try:
+            cfg = PROFILES[spec.profile].replace(seed=spec.seed, device=spec.device,
+                                                 out=str(spec.run_dir),
+                                                 model={"image_size": spec.image_size})
+            cfg.validate()
+        except PsdError as err:
+            raise BenchmarkError(f"psd config: {err}") from None
+        return cfg
+
+    def config(self, spec: TrainSpec) -> dict[str, Any]:
+        return dataclasses.asdict(self._train_config(spec))
+
+    def train(self, spec: TrainSpec) -> Path:
+        import baselines.psd as psd
+        try:
+            return Path(psd.train(self._train_config(spec), spec.data_root))
+        except psd.PsdError as err:
+            raise BenchmarkError(f"psd training: {err}") from None
+
+    def load(self, checkpoint: Path) -> LoadedModel:
+        if not Path(checkpoint).is_file():
+            raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
+        import torch
+
+        import baselines.psd as psd
+        from baselines.psd.checkpoint import config_of, meta_of, read
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            blob = read(checkpoint)
+            model = psd.load(checkpoint, device=device)
+            trained_with = {"config": dataclasses.asdict(config_of(blob)), "meta": meta_of(blob)}
+        except psd.PsdError as err:
+            raise BenchmarkError(f"cannot load {checkpoint} as a psd checkpoint: {err}") from None
+        if not model.stage2:
+            raise BenchmarkError(f"{checkpoint} has no active dimensions (not a finished run)")
+        config = {**dataclasses.asdict(model.config), "active_dims": model.active_dims(),
+                  "test_time_input": TEST_TIME_INPUT}
+        return LoadedModel(model=model, config=config, axes=Axes(),
+                           image_size=model.config.image_size, trained_with=trained_with)
+
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray,
+                gt_flow: np.ndarray | None = None) -> Prediction:
+        """img0, img1 (B, 3, H, W) in [0, 1] (img1 unused); gt_flow (B, 2, H, W) pixels."""
+        import torch
+        flow = _flow_tensor(model, gt_flow, img0.shape)
+        dev = flow.device
+        with torch.inference_mode():
+            mean, _ = model.encode(flow)  # (B, D)
+            local = model.local_motions(torch.from_numpy(img0).to(dev), mean)  # (B, 2, D, H, W)
+            masks = model.masks(local[:, :, model.active])  # (B, A, H, W)
+            motion = model.structure(local, masks, model.active)  # (B, 2, D, H, W)
+            recon = motion.sum(2) / model.config.flow_scale  # (B, 2, H, W) pixels
+            mag = local[:, :, model.active].norm(dim=1)  # (B, A, H, W)
+            top = mag.flatten(1).amax(-1).clamp_min(1e-12)  # (B,)
+            masks = masks.clamp(0.0, 1.0)
+            visible = masks * (masks > 0.5)
+            extras = {"motion": _np(mag / top[:, None, None, None])}
+        return _prediction(masks=_np(masks), visible=_np(visible), flow=_np(recon),
+                           features=_np(mean), extras=extras)
+
+    def embed(self, model: Any, img0: np.ndarray, gt_flow: np.ndarray | None = None) -> np.ndarray:
+        """The posterior mean (B, D) of the flow; img0 only fixes the expected shape."""
+        import torch
+        flow = _flow_tensor(model, gt_flow, img0.shape)
+        with torch.inference_mode():
+            mean, _ = model.encode(flow)  # (B, D)
+        return _np(mean)
+
+
+def _flow_tensor(model: Any, gt_flow: np.ndarray | None, image_shape: tuple[int, ...]):
+    """The ground-truth flow as a tensor on the model's device, after checking its shape."""
+    import torch
+    if gt_flow is None:
+        raise BenchmarkError("psd needs the ground-truth flow at test time (gt_flow): its motion "
+                             "encoder reads it; the runner passes it to methods that declare "
+                             "uses_ground_truth = ('flow',)")
+    b, _, h, w = image_shape
+    if gt_flow.shape != (b, 2, h, w):
+        raise BenchmarkError(f"gt_flow must be (B={b}, 2, {h}, {w}), got {gt_flow.shape}")
+    dev = next(model.parameters()).device
+    return torch.from_numpy(np.ascontiguousarray(gt_flow, dtype=np.float32)).to(dev)
+
+
+def _prediction(extras: dict[str, np.ndarray], **arrays: np.ndarray) -> Prediction:
+    """A Prediction, with `extras` where the protocol's dataclass has that field."""
+    if any(f.name == "extras" for f in dataclasses.fields(Prediction)):
+        return Prediction(**arrays, extras=extras)
+    return Prediction(**arrays)
+
+
+def _np(t) -> np.ndarray:
+    return t.float().cpu().numpy()

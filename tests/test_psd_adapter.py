@@ -1,0 +1,96 @@
+"""The `psd` method behind the benchmark protocol: smoke training, prediction with the
+ground-truth flow, its refusal without it, and the metrics on its predictions."""
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmark.errors import BenchmarkError
+from benchmark.metrics import FlowScore, SegmentationScore
+from benchmark.registry import Axes, TrainSpec, get_method
+from benchmark.runner import to_images
+
+SIZE = 32
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_geo, tmp_path_factory):
+    method = get_method("psd")
+    spec = TrainSpec(dataset="geo", profile="smoke", seed=3, data_root=tiny_geo,
+                     run_dir=tmp_path_factory.mktemp("psd") / "run", image_size=SIZE,
+                     device="cpu")
+    return method, method.load(method.train(spec)), tiny_geo
+
+
+def _test_batch(root, n=8):
+    from geogen.dataset import read_split
+    test = read_split(root, "test", ("frames", "flow", "amodal", "visible", "present"), limit=n)
+    gt = np.ascontiguousarray(test["flow"][:, 0].transpose(0, 3, 1, 2))  # (B, 2, H, W)
+    return test, to_images(test["frames"][:, 0]), to_images(test["frames"][:, 1]), gt
+
+
+def test_declares_what_it_sees_and_fills(trained):
+    method, loaded, _ = trained
+    assert method.uses_ground_truth == ("flow",) and method.amodal is False
+    assert method.tables == (1,) and {"smoke", "quick", "gpu"} <= set(method.budgets)
+    assert "ground-truth flow" in loaded.config["test_time_input"]
+    assert loaded.image_size == SIZE and loaded.axes == Axes()
+    assert len(loaded.config["active_dims"]) >= 3
+
+
+def test_predict_with_the_ground_truth_flow(trained):
+    method, loaded, root = trained
+    test, img0, img1, gt = _test_batch(root)
+    pred = method.predict(loaded.model, img0, img1, gt_flow=gt)
+    k = len(loaded.config["active_dims"])
+    pred.check(len(img0), SIZE)
+    assert pred.masks.shape == (len(img0), k, SIZE, SIZE)
+    assert pred.masks.min() >= 0 and pred.masks.max() <= 1
+    assert np.all((pred.visible == 0) | (pred.visible == pred.masks))
+    assert np.all(pred.visible[pred.masks <= 0.5] == 0)
+    assert pred.features.shape == (len(img0), 32)
+    again = method.predict(loaded.model, img0, img1, gt_flow=gt)
+    assert np.array_equal(pred.masks, again.masks)  # deterministic: the posterior mean
+    assert np.allclose(method.embed(loaded.model, img0, gt_flow=gt), pred.features, atol=1e-5)
+    if any(f.name == "extras" for f in dataclasses.fields(pred)):
+        motion = pred.extras["motion"]
+        assert motion.shape == pred.masks.shape and 0 <= motion.min() and motion.max() <= 1
+    seg, flow = SegmentationScore(K=k), FlowScore()
+    seg.update(pred.masks, pred.visible, test["amodal"][:, 0], test["visible"][:, 0],
+               test["present"])
+    flow.update(pred.flow, test["flow"][:, 0], test["visible"][:, 0])
+    scores = seg.compute()
+    assert 0 <= scores["amodal_iou"]["all"] <= 1 and 0 <= scores["visible_iou"]["all"] <= 1
+    assert np.isfinite(flow.compute()["epe"])
+
+
+def test_predict_and_embed_refuse_to_run_without_the_flow(trained):
+    method, loaded, root = trained
+    _, img0, img1, gt = _test_batch(root, 2)
+    with pytest.raises(BenchmarkError, match="needs the ground-truth flow"):
+        method.predict(loaded.model, img0, img1)
+    with pytest.raises(BenchmarkError, match="needs the ground-truth flow"):
+        method.embed(loaded.model, img0)
+    with pytest.raises(BenchmarkError, match="gt_flow must be"):
+        method.predict(loaded.model, img0, img1, gt_flow=gt[:, :1])
+
+
+def test_config_refuses_unknown_profiles_and_ablation_axes(tmp_path):
+    method = get_method("psd")
+    spec = TrainSpec(dataset="geo", profile="paper", seed=0, data_root=tmp_path,
+                     run_dir=tmp_path / "run", image_size=64)
+    with pytest.raises(BenchmarkError, match="no profile 'paper'"):
+        method.config(spec)
+    with pytest.raises(BenchmarkError, match="no Table 3 axes"):
+        method.config(dataclasses.replace(spec, profile="quick", variant=Axes(num_capsules=4)))
+    cfg = method.config(dataclasses.replace(spec, profile="quick"))
+    assert cfg["out"] == str(tmp_path / "run") and cfg["model"]["image_size"] == 64
+
+
+def test_load_refuses_a_checkpoint_of_another_method(tmp_path):
+    import torch
+    other = tmp_path / "other.pt"
+    torch.save({"format": "flowcaps-checkpoint-v1"}, other)
+    with pytest.raises(BenchmarkError, match="cannot load"):
+        get_method("psd").load(Path(other))

@@ -1,0 +1,120 @@
+"""PSD's modules: shapes, the batched cross-convolution against a per-sample loop, the
+independence of the latent dimensions, masks and the structural descriptor on hand cases."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from baselines.psd.config import ModelConfig
+from baselines.psd.model import (PSD, ImageDecoder, ImageEncoder, KernelDecoder, MotionDecoder,
+                                 MotionEncoder, StructuralDescriptor, cross_conv, motion_masks)
+
+B, D, SIZE = 3, 6, 32
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_module_shapes():
+    torch.manual_seed(0)
+    img = torch.rand(B, 3, SIZE, SIZE)
+    flow = torch.randn(B, 2, SIZE, SIZE)
+    feats = ImageEncoder(D)(img)
+    assert feats.shape == (B, D, SIZE // 4, SIZE // 4)
+    mean, log_var = MotionEncoder(SIZE, D)(flow)
+    assert mean.shape == log_var.shape == (B, D)
+    kernels = KernelDecoder(D, 5, (8, 16, 8))(torch.randn(B, D))
+    assert kernels.shape == (B, D, 5, 5)
+    assert cross_conv(feats, kernels).shape == feats.shape
+    local = MotionDecoder(D, (5, 3))(torch.randn(B, D, SIZE // 2, SIZE // 2), SIZE)
+    assert local.shape == (B, 2, D, SIZE, SIZE)
+    assert ImageDecoder(SIZE, 4)(img, flow).shape == img.shape
+    masks = motion_masks(local, 1e-12, 1e-4)
+    assert masks.shape == (B, D, SIZE, SIZE)
+
+
+@pytest.mark.parametrize("scale", [1, 2])
+def test_psd_forward_shapes_in_both_stages(scale):
+    torch.manual_seed(0)
+    cfg = ModelConfig(image_size=SIZE, latent_dim=D, kernel_hidden=(8,), unet_width=4,
+                      motion_scale=scale, motion_kernels=(5, 3))
+    model = PSD(cfg)
+    img, flow = torch.rand(B, 3, SIZE, SIZE), torch.randn(B, 2, SIZE, SIZE)
+    for active in (None, [0, 2, 3]):
+        if active:
+            model.set_active(active)
+        out = model(img, flow, _gen())
+        assert out.mean.shape == out.log_var.shape == (B, D)
+        assert out.local.shape == (B, 2, D, SIZE, SIZE)
+        assert out.flow.shape == (B, 2, SIZE, SIZE) and out.image.shape == img.shape
+    assert model.active_dims() == [0, 2, 3] and model.stage2
+
+
+def test_cross_conv_matches_a_per_sample_per_dimension_loop():
+    g = _gen(1)
+    feats = torch.randn(4, 5, 9, 11, generator=g)
+    kernels = torch.randn(4, 5, 3, 3, generator=g)
+    ref = torch.empty_like(feats)
+    for b in range(4):
+        for d in range(5):
+            ref[b, d] = F.conv2d(feats[b, d][None, None], kernels[b, d][None, None], padding=1)[0, 0]
+    assert torch.allclose(cross_conv(feats, kernels), ref, atol=1e-5)
+
+
+def test_each_kernel_depends_on_its_own_latent_only():
+    torch.manual_seed(0)
+    dec = KernelDecoder(D, 5, (8, 16)).eval()  # eval: batch norm uses its running statistics
+    z = torch.randn(2, D)
+    z2 = z.clone()
+    z2[:, 4] += 1.0
+    k, k2 = dec(z), dec(z2)
+    changed = (k - k2).abs().flatten(2).amax(-1)  # (2, D)
+    assert (changed[:, 4] > 1e-4).all()
+    assert torch.equal(torch.cat([k[:, :4], k[:, 5:]], 1), torch.cat([k2[:, :4], k2[:, 5:]], 1))
+
+
+def test_each_motion_map_depends_on_its_own_channel_only():
+    torch.manual_seed(0)
+    dec = MotionDecoder(D, (5, 3)).eval()
+    x = torch.randn(2, D, 16, 16)
+    x2 = x.clone()
+    x2[:, 1] += 1.0
+    diff = (dec(x, 32) - dec(x2, 32)).abs().amax((0, 1, 3, 4))  # (D,)
+    assert diff[1] > 1e-4 and diff[torch.arange(D) != 1].max() == 0
+
+
+def test_masks_are_motion_magnitude_over_its_maximum():
+    local = torch.zeros(1, 2, 2, 2, 2)
+    local[0, :, 0, 0, 0] = torch.tensor([3.0, 4.0])  # |m| = 5
+    local[0, :, 0, 1, 1] = torch.tensor([0.0, 2.5])  # 2.5
+    masks = motion_masks(local, 0.0, 0.0)
+    assert torch.allclose(masks[0, 0], torch.tensor([[1.0, 0.0], [0.0, 0.5]]))
+    assert torch.isnan(masks[0, 1]).all()  # no motion at all, no eps: 0 / 0
+    assert torch.isfinite(motion_masks(local, 1e-12, 1e-4)).all()
+
+
+def test_structure_spreads_the_parents_motion_over_its_child():
+    """Parent 0 moves (2, 2) on pixel (0, 0); child 1 moves (0, 1) on pixel (1, 1); with
+    S[0, 1] = 1 the parent's global motion covers both pixels; nothing else changes."""
+    sd = StructuralDescriptor(3, -30.0)
+    with torch.no_grad():
+        sd.logits[0, 1] = 30.0  # sigmoid = 1 within float precision
+        sd.logits[1, 1] = 30.0  # a diagonal entry: never allowed
+    local = torch.zeros(1, 2, 3, 2, 2)
+    local[0, :, 0, 0, 0] = torch.tensor([2.0, 2.0])
+    local[0, :, 1, 1, 1] = torch.tensor([0.0, 1.0])
+    active = torch.tensor([True, True, False])
+    out = sd(local, motion_masks(local[:, :, active], 0.0, 1e-9), active)
+    want = local.clone()
+    want[0, :, 0, 1, 1] = torch.tensor([2.0, 2.0])
+    assert torch.allclose(out, want, atol=1e-6)
+    assert torch.allclose(out.sum(2)[0, :, 1, 1], torch.tensor([2.0, 3.0]), atol=1e-6)
+    w = sd.weights(active).detach()
+    assert w[0, 1] == pytest.approx(1.0) and w[1, 1] == 0 and w[2].sum() == 0
+
+
+def test_motion_encoder_depth_follows_the_image_side():
+    assert len(MotionEncoder(128, 32).net) == 7  # PSD's: 7 stride-2 convs to 1x1 at 128 px
+    assert len(MotionEncoder(64, 32).net) == int(math.log2(64))

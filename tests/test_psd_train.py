@@ -1,0 +1,143 @@
+"""PSD's trainer: the two stages, resume, a refused config change, the NaN stop, checkpoints
+and the data reader."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from baselines.psd import PsdError, checkpoint, trainer
+from baselines.psd.config import PROFILES, ModelConfig, TrainConfig
+from baselines.psd.data import load_train
+from baselines.psd.trainer import choose_active, fit
+
+SIZE, N = 32, 24
+
+
+def _cfg(out, **kw):
+    model = ModelConfig(image_size=SIZE, latent_dim=5, kernel_hidden=(8,), unet_width=4,
+                        motion_scale=2, motion_kernels=(3,))
+    base = TrainConfig(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
+                       steps=8, active_pairs=8, min_active=2, log_every=1)
+    return base.replace(**kw)
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 256, size=(N, 2, SIZE, SIZE, 3), dtype=np.uint8)
+    flow = rng.normal(0, 2, size=(N, SIZE, SIZE, 2)).astype(np.float16)
+    return frames, flow
+
+
+def test_two_stages_export_and_log(tmp_path):
+    frames, flow = _data()
+    path = fit(_cfg(tmp_path / "run"), frames, flow, progress=False)
+    meta = checkpoint.meta_of(checkpoint.read(path))
+    assert meta["stage2_step"] == 4 and meta["step"] == 8 and meta["stop_reason"] == "steps"
+    assert len(meta["kl"]) == 5 and len(meta["active_dims"]) >= 2
+    assert np.array(meta["structure"]).shape == (len(meta["active_dims"]),) * 2
+    model = checkpoint.load(path)
+    assert model.active_dims() == sorted(meta["active_dims"]) and not model.training
+    stages = [line.split(",")[1] for line in (tmp_path / "run" / "log.csv").read_text().splitlines()[1:]]
+    assert stages == ["1"] * 4 + ["2"] * 4
+
+
+def test_active_dimensions_by_kl():
+    kl = np.array([0.1, 3.0, 0.7, 0.2, 5.0])
+    assert choose_active(kl, 0.5, 2) == [4, 1, 2]
+    assert choose_active(kl, 4.0, 3) == [4, 1, 2]  # too few above the threshold: the largest 3
+
+
+def _weights(path):
+    return checkpoint.read(path)["model"]
+
+
+def test_an_interrupted_run_resumes_to_the_same_state(tmp_path, monkeypatch):
+    frames, flow = _data()
+    straight = fit(_cfg(tmp_path / "a"), frames, flow, progress=False)
+
+    real, calls = trainer.psd_loss, {"n": 0}
+
+    def interrupt_at_six(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 7:  # during step 6 (0-based), after the stage switch at step 4
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "psd_loss", interrupt_at_six)
+    with pytest.raises(PsdError, match="interrupted at step 6"):
+        fit(_cfg(tmp_path / "b"), frames, flow, progress=False)
+    monkeypatch.setattr(trainer, "psd_loss", real)
+    resumed = fit(_cfg(tmp_path / "b"), frames, flow, progress=False)
+    a, b = _weights(straight), _weights(resumed)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.allclose(a[key].float(), b[key].float(), atol=1e-5), key
+    assert checkpoint.meta_of(checkpoint.read(resumed))["step"] == 8
+
+
+def test_a_changed_config_is_refused(tmp_path):
+    frames, flow = _data()
+    fit(_cfg(tmp_path / "run"), frames, flow, progress=False)
+    with pytest.raises(PsdError, match=r"different config \(fields \['w_local'\]\)"):
+        fit(_cfg(tmp_path / "run", w_local=0.5), frames, flow, progress=False)
+    fit(_cfg(tmp_path / "run", threads=2), frames, flow, progress=False)  # runtime only: fine
+
+
+def test_a_nan_loss_stops_with_a_clear_error(tmp_path, monkeypatch):
+    frames, flow = _data()
+    real, calls = trainer.psd_loss, {"n": 0}
+
+    def nan_at_three(*args, **kwargs):
+        terms = real(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            terms.total = terms.total * math.nan
+        return terms
+
+    monkeypatch.setattr(trainer, "psd_loss", nan_at_three)
+    with pytest.raises(PsdError, match="loss not finite at step 2"):
+        fit(_cfg(tmp_path / "run"), frames, flow, progress=False)
+
+
+def test_bad_inputs_are_refused(tmp_path):
+    frames, flow = _data()
+    with pytest.raises(PsdError, match="frames must be uint8"):
+        fit(_cfg(tmp_path / "run"), frames.astype(np.float32), flow, progress=False)
+    with pytest.raises(PsdError, match="fewer than one batch"):
+        fit(_cfg(tmp_path / "run", batch_size=32), frames, flow, progress=False)
+    with pytest.raises(PsdError, match="stage1_fraction"):
+        _cfg(tmp_path, stage1_fraction=1.0).validate()
+
+
+def test_checkpoint_read_refuses_missing_corrupt_and_foreign_files(tmp_path):
+    with pytest.raises(PsdError, match="no checkpoint"):
+        checkpoint.read(tmp_path / "none.pt")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"garbage")
+    with pytest.raises(PsdError, match="corrupt"):
+        checkpoint.read(bad)
+    torch.save({"format": "something-else"}, tmp_path / "other.pt")
+    with pytest.raises(PsdError, match="not a PSD checkpoint"):
+        checkpoint.read(tmp_path / "other.pt")
+
+
+def test_config_json_round_trip_and_profiles():
+    for name, cfg in PROFILES.items():
+        cfg.validate()
+        assert TrainConfig.from_json(cfg.to_json()) == cfg, name
+    quick, smoke = PROFILES["quick"], PROFILES["smoke"]
+    assert smoke.model.image_size == 32 and smoke.steps < 100 and smoke.max_minutes is None
+    assert smoke.replace(out=quick.out).same_run(quick) == sorted(
+        ["active_pairs", "batch_size", "log_every", "max_minutes", "model", "steps"])
+    with pytest.raises(PsdError, match="unknown"):
+        TrainConfig.from_json('{"nope": 1}')
+
+
+def test_load_train_reads_pairs_and_flow(tiny_geo):
+    frames, flow = load_train(tiny_geo, limit=10)
+    assert frames.shape == (10, 2, SIZE, SIZE, 3) and frames.dtype == np.uint8
+    assert flow.shape == (10, SIZE, SIZE, 2) and flow.dtype == np.float16
+    assert np.abs(flow).max() > 0.5  # the shapes move
+    with pytest.raises(PsdError, match="not a geogen dataset"):
+        load_train(tiny_geo / "nothing")
