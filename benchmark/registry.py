@@ -72,12 +72,15 @@ class Prediction:
         (geogen.schema's `flow` convention), or None where a method predicts no flow.
     features: (B, F) float, the vector the k-means protocol clusters (each method
         documents which numbers it holds).
+    extras: named per-image maps (B, K', H, W) float in [0, 1] for figures (for example
+        SCAE's placed templates); empty by default.
     """
 
     masks: np.ndarray
     visible: np.ndarray
     flow: np.ndarray | None
     features: np.ndarray
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     def check(self, batch: int, size: int) -> None:
         """Raise BenchmarkError if the arrays break the contract above."""
@@ -132,7 +135,8 @@ class Method(Protocol):
 METHODS: dict[str, Method] = {}
 
 # Modules that register methods when imported; listed, not discovered by globbing.
-METHOD_MODULES: tuple[str, ...] = ("benchmark.methods.flowcaps", "baselines.registry")
+METHOD_MODULES: tuple[str, ...] = ("benchmark.methods.flowcaps", "benchmark.methods.scae",
+                                   "baselines.registry")
 
 
 def register(cls: type) -> type:
