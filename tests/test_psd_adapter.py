@@ -9,7 +9,7 @@ import pytest
 from benchmark.errors import BenchmarkError
 from benchmark.metrics import FlowScore, SegmentationScore
 from benchmark.registry import Axes, TrainSpec, get_method
-from benchmark.runner import to_images
+from benchmark.datasets import to_images
 
 SIZE = 32
 

@@ -1,0 +1,267 @@
+"""SCAE and FlowSCAE behind the benchmark protocol (the paper's Table 2).
+
+Letters: B batch, M part capsules, K object capsules, F part features, H = W image side.
+
+scae: SCAE (baselines.scae) trained on frame 0 images. Features for clustering: the posterior
+object-capsule presences (B, K), the part mass each object capsule explains (the vector SCAE's
+own evaluation clusters and draws in its t-SNE figure). Masks: each part's placed template
+alpha times its presence (amodal: a template is whole whatever covers it); visible: the
+pixel mixture's responsibilities.
+
+flowscae: the paper's FlowSCAE. FlowCapsules' encoder (a trained checkpoint) gives each image
+K part capsules: its pose (tx, ty, angle, scale) as an affine, its shape code and depth; an
+SCAE object capsule autoencoder is trained to explain those poses. Features: its posterior
+object-capsule presences. Masks and visibility are FlowCapsules' own.
+
+torch, flowcaps and baselines are imported inside the functions, so `flowbench table` and
+`flowbench list` start without loading torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+
+ENCODE_BATCH = 200  # images per FlowCapsules encoder call when making FlowSCAE's parts
+BUDGETS = {
+    "smoke": "seconds (a few steps at 32 px, for tests)",
+    "quick": "about 30 minutes on a 2-core CPU (24 min training, evaluation on 10k test pairs)",
+    "gpu": "about 15 minutes on one GPU (10 min training)",
+}
+FLOW_BUDGETS = {
+    "smoke": "seconds (a tiny FlowCapsules and a few OCAE steps at 32 px, for tests)",
+    "quick": "about 15 minutes on a 2-core CPU on a committed FlowCapsules checkpoint "
+             "(8 min OCAE training, evaluation on 10k test pairs)",
+    "gpu": "about 15 minutes on one GPU (10 min OCAE training)",
+}
+
+
+def _profile(kind: str, spec: TrainSpec):
+    from baselines.scae import ScaeError, profile
+    if spec.variant != Axes():
+        raise BenchmarkError(f"{kind} has no Table 3 axes; run it without --variant options")
+    try:
+        return profile(kind, spec.profile, spec.dataset).replace(
+            run={"seed": spec.seed, "device": spec.device, "out": str(spec.run_dir)})
+    except ScaeError as err:
+        raise BenchmarkError(str(err)) from None
+
+
+def _read(checkpoint: Path, kind: str):
+    """(model, config, meta) of an SCAE-package checkpoint of the given kind."""
+    if not Path(checkpoint).is_file():
+        raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
+    import torch
+    from baselines.scae import ScaeError, checkpoint as ckpt
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        blob = ckpt.read(checkpoint)
+        cfg = ckpt.config_of(blob)
+        if cfg.kind != kind:
+            raise BenchmarkError(f"{checkpoint} holds a {cfg.kind} model, not {kind}")
+        model = ckpt.load(checkpoint, device=device)
+    except ScaeError as err:
+        raise BenchmarkError(f"cannot load {checkpoint} as a {kind} checkpoint: {err}") from None
+    return model, cfg, ckpt.meta_of(blob)
+
+
+def _np(t) -> np.ndarray:
+    return t.float().cpu().numpy()
+
+
+@register
+class SCAEMethod:
+    name = "scae"
+    title = "SCAE"
+    tables = (2,)
+    amodal = True
+    uses_ground_truth: tuple[str, ...] = ()
+    clip_frames = 2
+    budgets = BUDGETS
+
+    def _config(self, spec: TrainSpec):
+        cfg = _profile("scae", spec)
+        cfg = cfg.replace(pcae={"image_size": spec.image_size})
+        from baselines.scae import ScaeError
+        try:
+            cfg.validate()
+        except ScaeError as err:
+            raise BenchmarkError(f"scae config: {err}") from None
+        return cfg
+
+    def config(self, spec: TrainSpec) -> dict[str, Any]:
+        return dataclasses.asdict(self._config(spec))
+
+    def train(self, spec: TrainSpec) -> Path:
+        from baselines.scae import ScaeError, train_scae
+        try:
+            return Path(train_scae(self._config(spec), spec.data_root))
+        except ScaeError as err:
+            raise BenchmarkError(f"scae training: {err}") from None
+
+    def load(self, checkpoint: Path) -> LoadedModel:
+        model, cfg, meta = _read(checkpoint, "scae")
+        config = dataclasses.asdict(cfg)
+        return LoadedModel(model=model, config=config, axes=Axes(),
+                           image_size=cfg.pcae.image_size,
+                           trained_with={"config": config, "meta": meta})
+
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray,
+                gt_flow: np.ndarray | None = None) -> Prediction:
+        """Parts of img0 only: SCAE sees single images (img1 and gt_flow are not used)."""
+        import torch
+        dev = next(model.parameters()).device
+        out = model.infer(torch.from_numpy(img0).to(dev))
+        return Prediction(masks=_np(out.masks), visible=_np(out.visible), flow=None,
+                          features=_np(out.posterior),
+                          extras={"templates": _np(out.templates),
+                                  "reconstruction": _np(out.reconstruction)})
+
+    def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
+        import torch
+        dev = next(model.parameters()).device
+        return _np(model.infer(torch.from_numpy(img0).to(dev)).posterior)  # (B, K)
+
+
+@dataclass
+class FlowSCAEModel:
+    """A FlowCapsules model and the object capsule autoencoder trained on its parts."""
+
+    flow: Any  # flowcaps.FlowCapsules, eval mode
+    ocae: Any  # baselines.scae.FlowSCAE, eval mode
+
+
+def flowcaps_parts(flow_model, images) -> Any:
+    """FlowSCAE's part capsules of images (B, 3, H, W): (B, K, 6 + 1 + F) on their device.
+
+    Per part: its pose as a row-major 2x3 affine (u = s R(a) v + t), presence 1 (FlowCapsules
+    has no presence: every capsule is always there), then its shape code and depth.
+    """
+    import torch
+    from baselines.scae.geometry import similarity
+    with torch.inference_mode():
+        shape, pose, depth = flow_model.encode(images)  # (B, K, C-5), (B, K, 4), (B, K)
+        affine = similarity(pose[..., 0], pose[..., 1], pose[..., 2], pose[..., 3])
+        return torch.cat([affine.flatten(-2), torch.ones_like(depth)[..., None], shape,
+                          depth[..., None]], -1)  # (B, K, 7 + F)
+
+
+@register
+class FlowSCAEMethod:
+    name = "flowscae"
+    title = "FlowSCAE (FlowCapsules + SCAE object capsules)"
+    tables = (2,)
+    amodal = True
+    uses_ground_truth: tuple[str, ...] = ()
+    clip_frames = 2
+    budgets = FLOW_BUDGETS
+
+    def _flowcaps_checkpoint(self, spec: TrainSpec, cfg) -> Path:
+        """The FlowCapsules checkpoint this run builds on; on smoke, a tiny one trained here
+        by FlowCapsules' own smoke profile (no committed checkpoint is 32 px)."""
+        if spec.profile != "smoke":
+            return Path(cfg.parts.checkpoint)
+        from benchmark.registry import get_method
+        flow_spec = dataclasses.replace(spec, run_dir=spec.run_dir / "flowcaps")
+        done = flow_spec.run_dir / "model.pt"
+        return done if done.is_file() else get_method("flowcaps").train(flow_spec)
+
+    def _config(self, spec: TrainSpec, fill: bool):
+        """The run's config; with `fill`, the parts' checkpoint, sha256 and sizes set from the
+        FlowCapsules checkpoint (trained first on smoke)."""
+        cfg = _profile("flowscae", spec)
+        if spec.profile == "smoke":
+            cfg = cfg.replace(parts={"checkpoint": str(spec.run_dir / "flowcaps" / "model.pt")})
+        if not fill:
+            return cfg
+        path = self._flowcaps_checkpoint(spec, cfg)
+        if not path.is_file():
+            raise BenchmarkError(f"FlowSCAE builds on the FlowCapsules checkpoint {path}, which "
+                                 f"does not exist")
+        import flowcaps
+        from baselines.scae.checkpoint import sha256
+        try:
+            m = flowcaps.load(path).config
+        except flowcaps.FlowcapsError as err:
+            raise BenchmarkError(f"FlowSCAE's parts: {err}") from None
+        if m.image_size != spec.image_size:
+            raise BenchmarkError(f"{path} is a {m.image_size} px model; the data is "
+                                 f"{spec.image_size} px")
+        return cfg.replace(parts={"checkpoint": str(path), "sha256": sha256(path),
+                                  "n_parts": m.num_capsules, "n_features": m.shape_dim + 1})
+
+    def config(self, spec: TrainSpec) -> dict[str, Any]:
+        # Before a smoke run its FlowCapsules model does not exist yet: sizes are filled later.
+        fill = spec.profile != "smoke" or (spec.run_dir / "flowcaps" / "model.pt").is_file()
+        return dataclasses.asdict(self._config(spec, fill))
+
+    def train(self, spec: TrainSpec) -> Path:
+        import flowcaps
+        import torch
+        from baselines.scae import ScaeError, train_flowscae
+        from baselines.scae.data import load_images
+        from baselines.scae.trainer import resolve_device
+        cfg = self._config(spec, fill=True)
+        try:
+            device = resolve_device(cfg.run.device)
+            flow = flowcaps.load(cfg.parts.checkpoint, device=device)
+            images = load_images(spec.data_root, "train")  # (N, H, W, 3)
+            parts = np.concatenate([
+                _np(flowcaps_parts(flow, torch.from_numpy(images[i:i + ENCODE_BATCH]).to(device)
+                                   .permute(0, 3, 1, 2).float() / 255.0))
+                for i in range(0, len(images), ENCODE_BATCH)])  # (N, K, 7 + F)
+            return Path(train_flowscae(cfg, parts, meta={"data": str(spec.data_root)}))
+        except (ScaeError, flowcaps.FlowcapsError) as err:
+            raise BenchmarkError(f"flowscae training: {err}") from None
+
+    def load(self, checkpoint: Path) -> LoadedModel:
+        ocae, cfg, meta = _read(checkpoint, "flowscae")
+        import flowcaps
+        from baselines.scae.checkpoint import sha256
+        path = Path(cfg.parts.checkpoint)
+        if not path.is_file():
+            raise BenchmarkError(f"{checkpoint} builds on the FlowCapsules checkpoint {path}, "
+                                 f"which does not exist here")
+        if sha256(path) != cfg.parts.sha256:
+            raise BenchmarkError(f"{path} is not the FlowCapsules checkpoint {checkpoint} was "
+                                 f"trained on (sha256 differs)")
+        device = next(ocae.parameters()).device
+        try:
+            flow = flowcaps.load(path, device=device)
+        except flowcaps.FlowcapsError as err:
+            raise BenchmarkError(f"FlowSCAE's parts: {err}") from None
+        config = dataclasses.asdict(cfg)
+        return LoadedModel(model=FlowSCAEModel(flow=flow, ocae=ocae), config=config, axes=Axes(),
+                           image_size=flow.config.image_size,
+                           trained_with={"config": config, "meta": meta})
+
+    def predict(self, model: FlowSCAEModel, img0: np.ndarray, img1: np.ndarray,
+                gt_flow: np.ndarray | None = None) -> Prediction:
+        """Parts of img0 from FlowCapsules; its object capsules' presences as features."""
+        import torch
+        from flowcaps import geometry
+        b, _, h, w = img0.shape
+        dev = next(model.ocae.parameters()).device
+        x = torch.from_numpy(img0).to(dev)  # (B, 3, H, W)
+        with torch.inference_mode():
+            shape, pose, depth = model.flow.encode(x)  # (B, K, C-5), (B, K, 4), (B, K)
+            u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
+            pm = model.flow.masks_at(shape, pose, depth, u)  # (B, K, P)
+            k = pm.masks.shape[1]
+            feats = model.ocae.infer(flowcaps_parts(model.flow, x)).posterior  # (B, K_obj)
+        return Prediction(masks=_np(pm.masks.view(b, k, h, w)),
+                          visible=_np(pm.visible.view(b, k, h, w)), flow=None,
+                          features=_np(feats))
+
+    def embed(self, model: FlowSCAEModel, img0: np.ndarray) -> np.ndarray:
+        import torch
+        dev = next(model.ocae.parameters()).device
+        x = torch.from_numpy(img0).to(dev)
+        with torch.inference_mode():
+            return _np(model.ocae.infer(flowcaps_parts(model.flow, x)).posterior)  # (B, K_obj)
