@@ -132,7 +132,8 @@ class Method(Protocol):
 METHODS: dict[str, Method] = {}
 
 # Modules that register methods when imported; listed, not discovered by globbing.
-METHOD_MODULES: tuple[str, ...] = ("benchmark.methods.flowcaps", "baselines.registry")
+METHOD_MODULES: tuple[str, ...] = ("benchmark.methods.flowcaps", "benchmark.methods.rnem",
+                                  "baselines.registry")
 
 
 def register(cls: type) -> type:
