@@ -6,3 +6,4 @@ baseline is registered by adding its line here (its model lives in `baselines/<n
 from benchmark.methods import flowcaps  # noqa: F401  (registers flowcaps, flowcaps-refine)
 from benchmark.methods import psd  # noqa: F401  (registers psd)
 from benchmark.methods import scae  # noqa: F401  (registers scae, flowscae)
+from benchmark.methods import rnem  # noqa: F401  (registers rnem)

@@ -1,0 +1,211 @@
+"""R-NEM (van Steenkiste et al., ICLR 2018) for colour frames: K groups, EM over a clip.
+
+Letters: B batch, K groups, C = 3 colour channels, H = W = the model's work side, D state size,
+M encoder features, R relational hidden size, S EM steps.
+
+Each group k holds a recurrent state theta_k and predicts a full image mu_k = decoder(theta_k).
+One EM step (paper, Sec. 2; official code's NEMCell):
+  M-step  the input of group k is its share of the prediction error, gamma_k * (x - mu_k), the
+          gradient of the Gaussian log-likelihood with respect to mu_k up to 1 / sigma^2; the
+          encoder embeds it and the relational cell updates theta_k from it and from the other
+          groups' states; the decoder gives the new mu_k.
+  E-step  gamma_k = P(pixel belongs to k) = N(x; mu_k, sigma) / sum_j N(x; mu_j, sigma) per
+          pixel, the channels independent given k, against the step's target frame.
+Over a clip the target of a step is the next step's input (R-NEM predicts the next frame);
+`schedule` repeats each frame `em_steps` times, so a frame gets E - 1 iterations against itself
+before the step that predicts the next frame.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from baselines.rnem.config import ModelConfig
+
+
+class State(NamedTuple):
+    """What one EM step hands to the next."""
+
+    theta: torch.Tensor  # (B, K, D) recurrent states
+    mu: torch.Tensor  # (B, K, C, H, W) predicted means in [0, 1]
+    gamma: torch.Tensor  # (B, K, 1, H, W) responsibilities, summing to 1 over K
+
+
+def schedule(frames: int, em_steps: int) -> list[tuple[int, int]]:
+    """(input frame, target frame) of every step: each frame shown `em_steps` times, each
+    step's target the next step's input. frames=2, em_steps=3 gives
+    (0, 0), (0, 0), (0, 1), (1, 1), (1, 1)."""
+    seq = [t for t in range(frames) for _ in range(em_steps)]
+    return list(zip(seq[:-1], seq[1:]))
+
+
+def e_step(mu: torch.Tensor, x: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Responsibilities of K Gaussian components with fixed sigma for every pixel.
+
+    Args:
+        mu: (B, K, C, H, W) component means.
+        x: (B, C, H, W) the target frame.
+    Returns:
+        (B, K, 1, H, W) gamma, a softmax over K of sum_c log N(x_c; mu_kc, sigma^2).
+    """
+    # The Gaussian's normaliser is the same for every k and cancels in the softmax.
+    loglik = -((x[:, None] - mu) ** 2).sum(2, keepdim=True) / (2 * sigma ** 2)  # (B, K, 1, H, W)
+    return torch.softmax(loglik, dim=1)
+
+
+def _ln_act(n: int, act: nn.Module) -> list[nn.Module]:
+    return [nn.LayerNorm(n), act]
+
+
+class Encoder(nn.Module):
+    """Masked prediction error (N, C, H, W) -> (N, M): strided convs, then one FC layer, each
+    followed by layer norm (over the whole feature map, as slim's layer_norm) and ELU."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c, side = 3, cfg.work_size
+        for out in cfg.enc_channels:
+            layers += [nn.Conv2d(c, out, 4, stride=2, padding=1), nn.GroupNorm(1, out), nn.ELU()]
+            c, side = out, side // 2
+        layers += [nn.Flatten(), nn.Linear(c * side * side, cfg.enc_hidden),
+                   *_ln_act(cfg.enc_hidden, nn.ELU())]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class Decoder(nn.Module):
+    """theta (N, D) -> mu (N, C, H, W) in [0, 1]: two FC layers, then nearest-neighbour
+    upsampling by 2 and a 4x4 conv per encoder layer (the official code's r_conv), layer norm
+    and ReLU between them, a sigmoid at the end."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        c = cfg.enc_channels[-1]
+        self.side = cfg.work_size // 2 ** len(cfg.enc_channels)
+        self.c = c
+        self.fc = nn.Sequential(nn.Linear(cfg.state_size, cfg.dec_hidden),
+                                *_ln_act(cfg.dec_hidden, nn.ReLU()),
+                                nn.Linear(cfg.dec_hidden, c * self.side ** 2),
+                                *_ln_act(c * self.side ** 2, nn.ReLU()))
+        outs = list(reversed(cfg.enc_channels[:-1])) + [3]
+        layers: list[nn.Module] = []
+        for i, out in enumerate(outs):
+            # TF's "SAME" padding of an even kernel: one row/column before, two after.
+            layers += [nn.Upsample(scale_factor=2, mode="nearest"), nn.ZeroPad2d((1, 2, 1, 2)),
+                       nn.Conv2d(c, out, 4)]
+            if i < len(outs) - 1:
+                layers += [nn.GroupNorm(1, out), nn.ReLU()]
+            c = out
+        self.conv = nn.Sequential(*layers)
+
+    def forward(self, theta: torch.Tensor) -> torch.Tensor:
+        h = self.fc(theta).view(-1, self.c, self.side, self.side)  # (N, c, h, w)
+        return torch.sigmoid(self.conv(h))  # (N, C, H, W)
+
+
+class RelationalCell(nn.Module):
+    """R-NEM's recurrent update, equivariant to permutations of the K groups.
+
+    h_k = enc(theta_k); for every ordered pair (k, j), j != k: e_kj = core([h_k, h_j]),
+    effect_k = sum_j context(e_kj) * attention(e_kj); theta_k' = sigmoid(LN(W [h_k, effect_k,
+    x_k])) with x_k the group's encoded input. All pairs are computed at once and the diagonal
+    (k, k) is masked out of the sum.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        r = cfg.rel_hidden
+        self.enc = nn.Sequential(nn.Linear(cfg.state_size, r), *_ln_act(r, nn.ReLU()))
+        self.core = nn.Sequential(nn.Linear(2 * r, r), *_ln_act(r, nn.ReLU()))
+        self.context = nn.Sequential(nn.Linear(r, r), *_ln_act(r, nn.ReLU()))
+        self.attention = nn.Sequential(nn.Linear(r, cfg.att_hidden),
+                                       *_ln_act(cfg.att_hidden, nn.Tanh()),
+                                       nn.Linear(cfg.att_hidden, 1), nn.Sigmoid())
+        self.update = nn.Linear(2 * r + cfg.enc_hidden, cfg.state_size)
+        self.norm = nn.LayerNorm(cfg.state_size)
+
+    def forward(self, x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        """x: (B, K, M) encoded inputs; theta: (B, K, D) -> new theta (B, K, D)."""
+        b, k, _ = theta.shape
+        h = self.enc(theta)  # (B, K, R)
+        focus = h[:, :, None].expand(b, k, k, h.shape[-1])  # (B, K, K, R): row k is h_k
+        other = h[:, None].expand(b, k, k, h.shape[-1])  # (B, K, K, R): column j is h_j
+        core = self.core(torch.cat([focus, other], -1))  # (B, K, K, R)
+        off_diag = 1.0 - torch.eye(k, device=theta.device, dtype=theta.dtype)  # (K, K)
+        weight = self.attention(core) * off_diag[None, :, :, None]  # (B, K, K, 1)
+        effect = (self.context(core) * weight).sum(2)  # (B, K, R)
+        return torch.sigmoid(self.norm(self.update(torch.cat([h, effect, x], -1))))  # (B, K, D)
+
+
+class RNEM(nn.Module):
+    """The R-NEM network; `step` is one EM iteration, batched over samples and groups."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.config = cfg
+        self.encoder = Encoder(cfg)
+        self.cell = RelationalCell(cfg)
+        self.decoder = Decoder(cfg)
+
+    def to_work(self, images: torch.Tensor) -> torch.Tensor:
+        """(..., C, image_size, image_size) in [0, 1] -> (..., C, H, W) at the work side."""
+        f = self.config.image_size // self.config.work_size
+        if f == 1:
+            return images
+        lead = images.shape[:-3]
+        x = F.avg_pool2d(images.reshape(-1, *images.shape[-3:]), f)  # (N, C, H, W)
+        return x.view(*lead, *x.shape[1:])
+
+    def init_state(self, batch: int, gen: torch.Generator, shared: bool = False) -> State:
+        """Official code's start: theta = 0, mu = 0, gamma = |N(0, 1)| normalised over K.
+
+        shared: one gamma draw for the whole batch (inference: an image's result then does not
+        depend on the batch it came in); otherwise one per sample (training).
+        """
+        cfg, dev = self.config, next(self.parameters()).device
+        k, side = cfg.num_groups, cfg.work_size
+        theta = torch.zeros(batch, k, cfg.state_size, device=dev)  # (B, K, D)
+        mu = torch.zeros(batch, k, 3, side, side, device=dev)  # (B, K, C, H, W)
+        n = 1 if shared else batch
+        g = torch.randn(n, k, 1, side, side, generator=gen, device=gen.device).abs().to(dev)
+        g = (g / g.sum(1, keepdim=True)).expand(batch, -1, -1, -1, -1)  # (B, K, 1, H, W)
+        return State(theta, mu, g)
+
+    def step(self, state: State, x_in: torch.Tensor, target: torch.Tensor) -> State:
+        """One EM iteration. x_in: (B, C, H, W) the (corrupted) input frame; target: (B, C, H, W)
+        the frame the new predictions are scored against (E-step)."""
+        b, k = state.mu.shape[:2]
+        # R-NEM stops the gradient through gamma: it is an E-step result, not a function to learn.
+        delta = (x_in[:, None] - state.mu) * state.gamma.detach()  # (B, K, C, H, W)
+        x = self.encoder(delta.flatten(0, 1)).view(b, k, -1)  # (B, K, M)
+        theta = self.cell(x, state.theta)  # (B, K, D)
+        mu = self.decoder(theta.flatten(0, 1)).view(state.mu.shape)  # (B, K, C, H, W)
+        return State(theta, mu, e_step(mu, target, self.config.sigma))
+
+    def run(self, clip: torch.Tensor, gen: torch.Generator, inputs: torch.Tensor | None = None,
+            shared_init: bool = False) -> list[State]:
+        """Every step's state over a clip (B, T, C, H, W) at the work side, following
+        `schedule(T, em_steps)`; `inputs` (same shape) replaces the clip as the input (the
+        corrupted frames in training) while the targets stay `clip`."""
+        inputs = clip if inputs is None else inputs
+        state = self.init_state(clip.shape[0], gen, shared_init)
+        states = []
+        for t_in, t_out in schedule(clip.shape[1], self.config.em_steps):
+            state = self.step(state, inputs[:, t_in], clip[:, t_out])
+            states.append(state)
+        return states
+
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.load_state_dict(weights, strict=True)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(math.prod(p.shape) for p in model.parameters())

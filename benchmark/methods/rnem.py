@@ -1,0 +1,163 @@
+"""R-NEM behind the benchmark protocol.
+
+Letters: B batch, K groups, S EM steps, D state size, H = W image side.
+
+A test pair (img0, img1) is run as a 2-frame clip with the trained schedule: `em_steps` E
+iterations per frame, the steps (0 -> 0) x (E - 1), (0 -> 1), (1 -> 1) x (E - 1) (input frame ->
+target frame). Frame 0's parts are read after its last step against itself (step E - 2), so
+they, and the features, depend on img0 alone:
+- visible: gamma_k, the E-step's responsibilities of the K groups for frame 0;
+- masks: where group k's predicted image mu_k is not the prior (black), 1 - exp(-|mu_k -
+  prior|^2 / (2 sigma^2)), an amodal estimate (the decoder may draw a group's object where
+  another one hides it);
+- features: the K states theta_k at that step, ordered by each group's share of the image
+  (largest first, so the background group usually leads) and concatenated: K * D numbers. The
+  groups are exchangeable, so their order is the only way to make the vector comparable
+  across images.
+- extras["gamma"]: gamma of every step, (B, S * K, H, W), step-major, for `flowbench show`.
+All maps are computed at the model's work side and resized bilinearly to the image side.
+Gamma starts from one fixed random draw (seed 0) for every image, so inference is deterministic.
+
+torch and the model are imported inside the functions so that `flowbench table` and `list`
+start without loading torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+
+EVAL_SEED = 0  # the start of gamma at inference, the same for every image
+
+
+@register
+class RnemMethod:
+    name = "rnem"
+    title = "R-NEM"
+    tables = (1,)
+    amodal = True  # the table's IoU uses `masks`, read from the decoder's predictions
+    uses_ground_truth: tuple[str, ...] = ()
+    clip_frames = 4  # training clips; the quick profile's T
+    budgets = {
+        "smoke": "seconds (a few steps at 32 px)",
+        "quick": "about 30 minutes on a 2-core CPU, data and evaluation included",
+        "gpu": "about 15 minutes on one GPU",
+    }
+
+    def _train_config(self, spec: TrainSpec):
+        from baselines.rnem import RnemError, profile
+        v = spec.variant
+        if (v.shape_dim, v.decoder_depth, v.depth_ordering) != (None, None, None):
+            raise BenchmarkError("rnem has no shape code, decoder-depth or depth-ordering axis; "
+                                 "only the number of groups (K) can vary")
+        try:
+            base = profile(spec.profile, str(spec.run_dir))
+            work = min(base.model.work_size, spec.image_size)
+            model: dict[str, Any] = {"image_size": spec.image_size, "work_size": work}
+            if v.num_capsules is not None:
+                model["num_groups"] = v.num_capsules
+            cfg = base.replace(seed=spec.seed, device=spec.device, model=model)
+            cfg.validate()
+        except RnemError as err:
+            raise BenchmarkError(f"rnem config: {err}") from None
+        return cfg
+
+    def config(self, spec: TrainSpec) -> dict[str, Any]:
+        return dataclasses.asdict(self._train_config(spec))
+
+    def train(self, spec: TrainSpec) -> Path:
+        from baselines.rnem import RnemError, train
+        try:
+            return Path(train(self._train_config(spec), spec.data_root))
+        except RnemError as err:
+            raise BenchmarkError(f"rnem training: {err}") from None
+
+    def load(self, checkpoint: Path) -> LoadedModel:
+        import torch
+        from baselines.rnem import RnemError
+        from baselines.rnem import checkpoint as ckpt
+        if not Path(checkpoint).is_file():
+            raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            blob = ckpt.read(checkpoint)
+            model = ckpt.load(checkpoint, device=device)
+            trained_with = {"config": ckpt.config_of(blob).to_json(), "meta": ckpt.meta_of(blob)}
+        except RnemError as err:
+            raise BenchmarkError(f"cannot load {checkpoint} as an rnem checkpoint: {err}") from None
+        m = model.config
+        return LoadedModel(model=model, config=dataclasses.asdict(m),
+                           axes=Axes(num_capsules=m.num_groups), image_size=m.image_size,
+                           trained_with=trained_with)
+
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray,
+                gt_flow: np.ndarray | None = None) -> Prediction:
+        import torch
+        cfg = model.config
+        with torch.inference_mode():
+            x = torch.from_numpy(np.stack([img0, img1], 1)).to(_device(model))  # (B, 2, 3, H, W)
+            states = model.run(model.to_work(x), _generator(), shared_init=True)
+            read = states[cfg.em_steps - 2]  # frame 0's last step against itself
+            gamma = torch.stack([s.gamma[:, :, 0] for s in states], 1)  # (B, S, K, h, w)
+            size = cfg.image_size
+            fields = {
+                "masks": _resize(_not_prior(read.mu, cfg), size),
+                "visible": _resize(read.gamma[:, :, 0], size),
+                "flow": None,
+                "features": _np(_ordered_states(read)),
+            }
+            extras = {"gamma": _resize(gamma.flatten(1, 2), size)}
+        # `extras` arrives with the house protocol; until then Prediction has no such field.
+        if "extras" in Prediction.__dataclass_fields__:
+            fields["extras"] = extras
+        return Prediction(**fields)
+
+    def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
+        import torch
+        with torch.inference_mode():
+            x = torch.from_numpy(img0[:, None]).to(_device(model))  # (B, 1, 3, H, W)
+            # One frame: the E - 1 steps against itself, the same as predict's first steps.
+            states = model.run(model.to_work(x), _generator(), shared_init=True)
+            return _np(_ordered_states(states[-1]))
+
+
+def _device(model):
+    return next(model.parameters()).device
+
+
+def _generator():
+    import torch
+    return torch.Generator().manual_seed(EVAL_SEED)
+
+
+def _not_prior(mu, cfg):
+    """(B, K, C, h, w) predictions -> (B, K, h, w) in [0, 1]: how far each group's prediction
+    is from the prior, 1 - exp(-|mu - prior|^2 / (2 sigma^2))."""
+    d = ((mu - cfg.prior_mean) ** 2).sum(2) / (2 * cfg.sigma ** 2)  # (B, K, h, w)
+    return 1 - (-d).exp()
+
+
+def _ordered_states(state):
+    """(B, K * D): the groups' states, largest share of the image first."""
+    import torch
+    share = state.gamma.flatten(2).sum(-1)  # (B, K)
+    order = torch.argsort(share, dim=1, descending=True, stable=True)  # (B, K)
+    theta = torch.gather(state.theta, 1, order[..., None].expand_as(state.theta))  # (B, K, D)
+    return theta.flatten(1)
+
+
+def _resize(maps, size: int) -> np.ndarray:
+    """(B, N, h, w) -> float32 numpy (B, N, size, size), bilinear, clipped to [0, 1]."""
+    from torch.nn import functional as F
+    if maps.shape[-1] != size:
+        maps = F.interpolate(maps, size=(size, size), mode="bilinear", align_corners=False)
+    return _np(maps.clamp(0, 1))
+
+
+def _np(t) -> np.ndarray:
+    return t.float().cpu().numpy()

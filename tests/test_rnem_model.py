@@ -1,0 +1,92 @@
+"""R-NEM's E-step, relational cell and EM step (baselines/rnem/model.py)."""
+import numpy as np
+import pytest
+import torch
+
+from baselines.rnem import ModelConfig, RNEM, e_step, schedule
+from baselines.rnem.model import RelationalCell
+
+TINY = ModelConfig(image_size=16, work_size=16, num_groups=4, enc_channels=(4, 8, 8),
+                   enc_hidden=12, state_size=10, rel_hidden=8, att_hidden=6, dec_hidden=12)
+
+
+def test_e_step_matches_gaussian_responsibilities_computed_directly():
+    rng = np.random.default_rng(0)
+    mu = rng.uniform(0, 1, (2, 3, 3, 4, 5))  # (B, K, C, H, W)
+    x = rng.uniform(0, 1, (2, 3, 4, 5))  # (B, C, H, W)
+    sigma = 0.3
+    # p_k = prod_c N(x_c; mu_kc, sigma^2), with the normaliser; gamma_k = p_k / sum_j p_j
+    dens = np.exp(-(x[:, None] - mu) ** 2 / (2 * sigma ** 2)) / np.sqrt(2 * np.pi * sigma ** 2)
+    p = dens.prod(axis=2)  # (B, K, H, W)
+    want = p / p.sum(axis=1, keepdims=True)
+    got = e_step(torch.from_numpy(mu), torch.from_numpy(x), sigma)  # (B, K, 1, H, W)
+    assert got.shape == (2, 3, 1, 4, 5)
+    np.testing.assert_allclose(got[:, :, 0].numpy(), want, rtol=1e-6, atol=1e-9)
+
+
+def test_e_step_is_sharp_where_one_group_predicts_the_pixel():
+    mu = torch.zeros(1, 2, 3, 1, 1)
+    mu[0, 1] = 1.0
+    gamma = e_step(mu, torch.ones(1, 3, 1, 1), sigma=0.25)
+    assert gamma[0, 1].item() > 0.999 and gamma[0, 0].item() < 1e-3
+
+
+def test_relational_cell_is_equivariant_to_permuting_the_groups():
+    torch.manual_seed(0)
+    cell = RelationalCell(TINY).double()
+    theta = torch.rand(3, 4, TINY.state_size, dtype=torch.float64)  # (B, K, D)
+    x = torch.randn(3, 4, TINY.enc_hidden, dtype=torch.float64)  # (B, K, M)
+    perm = torch.tensor([2, 0, 3, 1])
+    with torch.no_grad():
+        out = cell(x, theta)  # (B, K, D)
+        np.testing.assert_allclose(cell(x[:, perm], theta[:, perm]).numpy(),
+                                   out[:, perm].numpy(), atol=1e-12)
+
+
+def test_relational_cell_lets_the_other_groups_change_a_group_update():
+    torch.manual_seed(0)
+    cell = RelationalCell(TINY).double()
+    theta = torch.rand(1, 4, TINY.state_size, dtype=torch.float64)
+    x = torch.randn(1, 4, TINY.enc_hidden, dtype=torch.float64)
+    out = cell(x, theta)
+    moved = theta.clone()
+    moved[0, 3] = torch.rand(TINY.state_size, dtype=torch.float64)  # only group 3's state
+    again = cell(x, moved)
+    assert not torch.allclose(again[0, 0], out[0, 0])  # group 0 hears group 3 through its pair
+
+
+def test_em_step_is_batched_over_groups_and_equivariant():
+    torch.manual_seed(0)
+    model = RNEM(TINY).double()
+    gen = torch.Generator().manual_seed(1)
+    state = model.init_state(2, gen)
+    state = state._replace(theta=torch.rand(2, 4, TINY.state_size, dtype=torch.float64),
+                           mu=torch.rand(2, 4, 3, 16, 16, dtype=torch.float64),
+                           gamma=state.gamma.double())
+    x = torch.rand(2, 3, 16, 16, dtype=torch.float64)
+    perm = torch.tensor([1, 3, 0, 2])
+    new = model.step(state, x, x)
+    permuted = model.step(type(state)(*(t[:, perm] for t in state)), x, x)
+    for a, b in zip(permuted, new):
+        np.testing.assert_allclose(a.detach().numpy(), b[:, perm].detach().numpy(), atol=1e-10)
+    assert torch.allclose(new.gamma.sum(1), torch.ones(2, 1, 16, 16, dtype=torch.float64))
+
+
+def test_schedule_shows_each_frame_em_steps_times_and_predicts_the_next():
+    assert schedule(2, 3) == [(0, 0), (0, 0), (0, 1), (1, 1), (1, 1)]
+    assert schedule(3, 2) == [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2)]
+    assert schedule(1, 3) == [(0, 0), (0, 0)]
+
+
+def test_init_state_shared_draw_does_not_depend_on_the_batch():
+    model = RNEM(TINY)
+    a = model.init_state(1, torch.Generator().manual_seed(0), shared=True).gamma
+    b = model.init_state(5, torch.Generator().manual_seed(0), shared=True).gamma
+    assert torch.equal(a[0], b[3])
+    assert torch.allclose(b.sum(1), torch.ones(5, 1, 16, 16))
+
+
+def test_config_refuses_a_work_side_the_encoder_cannot_halve():
+    from baselines.rnem import RnemError
+    with pytest.raises(RnemError, match="work_size"):
+        ModelConfig(image_size=60, work_size=60).validate()

@@ -1,0 +1,103 @@
+"""R-NEM's trainer and checkpoints: resume, NaN stop, refusing bad checkpoints."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from baselines.rnem import PROFILES, ModelConfig, RnemError, TrainConfig
+from baselines.rnem import checkpoint, trainer
+
+TINY = TrainConfig(model=ModelConfig(image_size=16, work_size=16, enc_channels=(4, 8, 8),
+                                     enc_hidden=12, state_size=10, rel_hidden=8, att_hidden=6,
+                                     dec_hidden=12, em_steps=2),
+                   clip_frames=3, batch_size=4, max_steps=4, threads=1, log_every=1, device="cpu")
+
+
+def _clips(n=12):
+    return np.random.default_rng(0).integers(0, 256, (n, 3, 3, 16, 16), dtype=np.uint8)
+
+
+def _weights(path):
+    return checkpoint.read(path)["model"]
+
+
+def test_an_interrupted_run_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    straight = trainer.fit(TINY.replace(out=str(tmp_path / "a")), _clips(), progress=False)
+    real, calls = trainer.rnem_loss, {"n": 0}
+
+    def interrupted(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 13:  # inside step 2 (5 EM steps per clip): as if Ctrl-C were pressed
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    cfg = TINY.replace(out=str(tmp_path / "b"))
+    monkeypatch.setattr(trainer, "rnem_loss", interrupted)
+    with pytest.raises(RnemError, match="interrupted at step 2"):
+        trainer.fit(cfg, _clips(), progress=False)
+    monkeypatch.setattr(trainer, "rnem_loss", real)
+    resumed = trainer.fit(cfg, _clips(), progress=False)
+    a, b = _weights(straight), _weights(resumed)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert checkpoint.meta_of(checkpoint.read(resumed))["step"] == 4
+    rows = (tmp_path / "b" / trainer.LOG_NAME).read_text().splitlines()
+    assert rows[0].startswith("step,") and len(rows) == 5  # header + steps 1..4
+
+
+def test_resume_refuses_a_run_made_with_other_settings(tmp_path):
+    trainer.fit(TINY.replace(out=str(tmp_path)), _clips(), progress=False)
+    with pytest.raises(RnemError, match="different config"):
+        trainer.fit(TINY.replace(out=str(tmp_path), lr=0.5), _clips(), progress=False)
+
+
+def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    real = trainer.rnem_loss
+    calls = {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        calls["n"] += 1
+        terms = real(*args, **kwargs)
+        # from the third step on (schedule(3, 2) has 5 EM steps per clip)
+        return terms._replace(total=terms.total * float("nan")) if calls["n"] > 10 else terms
+
+    monkeypatch.setattr(trainer, "rnem_loss", poisoned)
+    cfg = TINY.replace(out=str(tmp_path), checkpoint_minutes=0.0)
+    with pytest.raises(RnemError, match="not finite at step 2"):
+        trainer.fit(cfg, _clips(), progress=False)
+    assert not (tmp_path / trainer.MODEL_NAME).exists()
+    kept = checkpoint.read(tmp_path / trainer.CKPT_NAME)
+    assert json.loads(kept["progress"])["step"] == 2
+    assert all(torch.isfinite(v).all() for v in kept["model"].values())
+
+
+def test_load_refuses_missing_corrupt_and_foreign_checkpoints(tmp_path):
+    with pytest.raises(RnemError, match="does not exist"):
+        checkpoint.load(tmp_path / "none.pt")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(RnemError, match="corrupt"):
+        checkpoint.load(bad)
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"format": "something-else"}, foreign)
+    with pytest.raises(RnemError, match="not an R-NEM checkpoint"):
+        checkpoint.load(foreign)
+
+
+def test_the_adapter_turns_bad_checkpoints_into_benchmark_errors(tmp_path):
+    from benchmark.errors import BenchmarkError
+    from benchmark.registry import get_method
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"\x80not a checkpoint")
+    with pytest.raises(BenchmarkError, match="rnem checkpoint"):
+        get_method("rnem").load(bad)
+
+
+def test_config_json_round_trip_and_profiles():
+    for name, cfg in PROFILES.items():
+        cfg.validate()
+        assert TrainConfig.from_json(cfg.to_json()) == cfg, name
+    with pytest.raises(RnemError, match="unknown TrainConfig fields"):
+        TrainConfig.from_json('{"nope": 1}')
