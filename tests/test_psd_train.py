@@ -111,7 +111,7 @@ def test_bad_inputs_are_refused(tmp_path):
 
 
 def test_checkpoint_read_refuses_missing_corrupt_and_foreign_files(tmp_path):
-    with pytest.raises(PsdError, match="no checkpoint"):
+    with pytest.raises(PsdError, match="does not exist"):
         checkpoint.read(tmp_path / "none.pt")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"garbage")

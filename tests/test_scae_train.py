@@ -82,7 +82,7 @@ def test_flowscae_trains_on_part_arrays_and_loads(tmp_path):
 
 
 def test_load_refuses_missing_corrupt_and_foreign_files(tmp_path):
-    with pytest.raises(ScaeError, match="no checkpoint"):
+    with pytest.raises(ScaeError, match="does not exist"):
         checkpoint.load(tmp_path / "none.pt")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")

@@ -1,81 +1,13 @@
-"""Checkpoints: a dict of tensors, numbers and JSON strings, safe for `weights_only=True`.
-
-The run's `checkpoint.pt` (with optimiser, and its progress in the meta, for resuming) and the exported
-`model.pt` (config, weights and meta) share one format; both are written to a temporary name
-and renamed, so a half-written file never looks complete.
-"""
-from __future__ import annotations
-
-import json
-import os
-from pathlib import Path
-from typing import Any
-
-import torch
-
+"""PSD checkpoints in the baselines' shared file format (baselines.checkpoint): the run's
+`checkpoint.pt` also holds the optimiser and progress (for resuming); the exported `model.pt`
+holds the config, weights and meta."""
+from baselines.checkpoint import Kind, meta_of, sha256  # noqa: F401  (part of this module's API)
 from baselines.psd.config import TrainConfig
 from baselines.psd.errors import PsdError
 from baselines.psd.model import PSD
 
 FORMAT = "psd-checkpoint-v1"
-
-
-def save(path: str | Path, config: TrainConfig, model: PSD, *,
-         optimizer: torch.optim.Optimizer | None = None,
-         meta: dict[str, Any] | None = None) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob: dict[str, Any] = {
-        "format": FORMAT,
-        "config": config.to_json(),
-        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "meta": json.dumps(meta or {}, sort_keys=True),
-    }
-    if optimizer is not None:
-        blob["optimizer"] = optimizer.state_dict()
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
-    return path
-
-
-def read(path: str | Path) -> dict[str, Any]:
-    """The raw checkpoint dict, with a clear error for a missing, corrupt or foreign file."""
-    path = Path(path)
-    if not path.is_file():
-        raise PsdError(f"no checkpoint at {path}")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises several types for truncated or foreign files
-        raise PsdError(f"cannot read checkpoint {path}: corrupt or not a torch file "
-                       f"({type(err).__name__})") from None
-    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise PsdError(f"{path} is not a PSD checkpoint (format {FORMAT} expected)")
-    for key in ("config", "model", "meta"):
-        if key not in blob:
-            raise PsdError(f"checkpoint {path} lacks {key!r}")
-    return blob
-
-
-def config_of(blob: dict[str, Any]) -> TrainConfig:
-    return TrainConfig.from_json(blob["config"])
-
-
-def meta_of(blob: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(blob["meta"])
-
-
-def load_weights(model: PSD, state: dict[str, torch.Tensor], path: str | Path) -> None:
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as err:
-        first = str(err).splitlines()[0]
-        raise PsdError(f"checkpoint {path} does not match its config: {first}") from None
-
-
-def load(path: str | Path, device: str | torch.device = "cpu") -> PSD:
-    """Rebuild the exact model a checkpoint was trained with, in eval mode."""
-    blob = read(path)
-    model = PSD(config_of(blob).model)
-    load_weights(model, blob["model"], path)
-    return model.to(device).eval()
+KIND = Kind(format=FORMAT, what="a PSD", error=PsdError, config=TrainConfig,
+            build=lambda cfg: PSD(cfg.model))
+save, read, config_of, load_weights, load = (KIND.save, KIND.read, KIND.config_of,
+                                             KIND.load_weights, KIND.load)
