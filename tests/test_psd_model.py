@@ -118,3 +118,11 @@ def test_structure_spreads_the_parents_motion_over_its_child():
 def test_motion_encoder_depth_follows_the_image_side():
     assert len(MotionEncoder(128, 32).net) == 7  # PSD's: 7 stride-2 convs to 1x1 at 128 px
     assert len(MotionEncoder(64, 32).net) == int(math.log2(64))
+
+
+def test_motion_decoder_is_odd_and_still_at_zero():
+    torch.manual_seed(0)
+    dec = MotionDecoder(D, (5, 3))
+    x = torch.randn(2, D, 16, 16)
+    assert torch.allclose(dec(-x, 32), -dec(x, 32), atol=1e-6)
+    assert dec(torch.zeros(2, D, 16, 16), 32).abs().max() == 0

@@ -113,6 +113,11 @@ class MotionDecoder(nn.Module):
     channels (channel 2d is dimension d's dx chain, 2d + 1 its dy chain), which is the same
     computation in one grouped conv per layer. The stack runs at 1/s of the image side
     (`motion_scale`) and its output is upsampled bilinearly to the image.
+
+    The stack is made odd: out(x) = net(x) - net(-x). A motion then changes sign with its
+    kernel (one latent dimension moves a part both ways) and no input means no motion; with
+    PSD's plain stack the LeakyReLUs pass one sign only, and a part's motion took two
+    dimensions, one per direction (docs/baselines/psd.md).
     """
 
     def __init__(self, latent_dim: int, kernels: tuple[int, ...]):
@@ -127,11 +132,13 @@ class MotionDecoder(nn.Module):
         self.latent_dim = latent_dim
 
     def forward(self, x: torch.Tensor, size: int) -> torch.Tensor:
+        b = x.shape[0]
+        both = torch.cat([x, -x])  # (2B, D, H/s, W/s)
         # Depthwise convs on CPU are several times faster in channels-last layout.
-        out = self.net(x.contiguous(memory_format=torch.channels_last))  # (B, 2 D, H/s, W/s)
+        out = self.net(both.contiguous(memory_format=torch.channels_last))  # (2B, 2 D, ., .)
+        out = out[:b] - out[b:]  # (B, 2 D, H/s, W/s)
         if out.shape[-1] != size:
             out = F.interpolate(out, size=(size, size), mode="bilinear", align_corners=False)
-        b = x.shape[0]
         out = out.reshape(b, self.latent_dim, 2, size, size)  # (B, D, 2, H, W)
         return out.transpose(1, 2)  # (B, 2, D, H, W)
 
