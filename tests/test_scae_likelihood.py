@@ -35,9 +35,9 @@ def test_image_mixture_matches_a_direct_sum():
                 dens.append(_np_gauss(image[i, :, y, x], bg[i], std))
                 mix = np.array(wts) * np.array(dens) / sum(wts)
                 total += math.log(mix.sum())
-                # the implementation floors a weight at 1e-10 (a log of 0 has no gradient)
-                assert np.allclose(resp[i, :, y, x], mix / mix.sum(), atol=1e-7)
-        assert math.isclose(ll[i], total, rel_tol=1e-7)
+                assert np.allclose(resp[i, :, y, x], mix / mix.sum(), atol=1e-12)
+        assert math.isclose(ll[i], total, rel_tol=1e-9)
+    assert np.all(resp[0, 1, :2] == 0)  # no responsibility outside a template
 
 
 def test_part_pose_likelihood_matches_a_direct_sum():

@@ -37,8 +37,8 @@ def test_an_absent_part_is_ignored():
     x = torch.randn(1, 4, 5, generator=g, dtype=torch.float64)
     extra = torch.randn(1, 1, 5, generator=g, dtype=torch.float64) * 10
     ones = torch.ones(1, 4, dtype=torch.float64)
-    with_absent = st(torch.cat([x, extra], 1), torch.cat([ones, torch.zeros(1, 1,
-                                                                           dtype=torch.float64)], 1))
+    absent = torch.cat([ones, torch.zeros(1, 1, dtype=torch.float64)], 1)  # the extra part at 0
+    with_absent = st(torch.cat([x, extra], 1), absent)
     assert torch.allclose(with_absent, st(x, ones), atol=1e-4)
     present = st(torch.cat([x, extra], 1), torch.ones(1, 5, dtype=torch.float64))
     assert (present - st(x, ones)).abs().max() > 1e-2  # the same part, present, does count

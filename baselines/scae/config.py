@@ -27,8 +27,10 @@ class PCAEConfig:
     enc_strides: tuple[int, ...] = (2, 2, 1, 1)
     templates: str = "coloured"  # "coloured" (Geo) or "textured" (Geo+)
     texture_size: int = 4  # side of a textured template's colour grid
-    pixel_std: float = 0.1  # sigma of every template's Gaussian in the pixel mixture
+    pixel_std: float = 0.1  # sigma of every component's Gaussian in the pixel mixture
     presence_noise: float = 4.0  # width of the uniform noise on presence logits (training)
+    init_scale: float = 0.3  # a template's scale (share of the image side) at the start
+    bg_logit: float = 3.0  # the background's mixing logit at the start (learned)
 
     def validate(self) -> None:
         if self.templates not in TEMPLATE_KINDS:
@@ -37,6 +39,8 @@ class PCAEConfig:
             raise ScaeError("enc_channels and enc_strides need the same (non-zero) length")
         if min(self.n_parts, self.template_size, self.n_special, self.texture_size) < 1:
             raise ScaeError("n_parts, template_size, n_special and texture_size must be >= 1")
+        if not 0.01 < self.init_scale < 1.01:
+            raise ScaeError("init_scale must be in (0.01, 1.01)")
         if self.pixel_std <= 0 or self.image_size < 8:
             raise ScaeError("pixel_std must be > 0 and image_size >= 8")
 
@@ -113,6 +117,7 @@ class FlowPartsConfig:
     sha256: str = ""  # filled when the run starts; load refuses a different file
     n_parts: int = 0  # K of that checkpoint, filled when the run starts
     n_features: int = 0  # numbers per part fed to the OCAE besides the pose
+    presence_area: float = 0.005  # visible share of the image at which a part counts as present
 
 
 @dataclass(frozen=True)
@@ -177,8 +182,8 @@ BASE_SCAE = SCAEConfig(
 BASE_FLOWSCAE = SCAEConfig(
     kind="flowscae",
     ocae=OCAEConfig(),
-    optim=OptimConfig(lr=1e-4),
-    run=RunConfig(batch_size=128, max_minutes=8.0, threads=2),
+    optim=OptimConfig(lr=3e-4),
+    run=RunConfig(batch_size=128, max_minutes=12.0, threads=2),
 )
 
 FLOWCAPS_CHECKPOINTS = {"geo": "checkpoints/flowcaps_geo_quick.pt",

@@ -47,7 +47,8 @@ def invert(affine: torch.Tensor) -> torch.Tensor:
     a, b = affine[..., 0, 0], affine[..., 0, 1]
     c, d = affine[..., 1, 0], affine[..., 1, 1]
     det = a * d - b * c  # (...,)
-    inv = torch.stack([torch.stack([d, -b], -1), torch.stack([-c, a], -1)], -2) / det[..., None, None]
+    adj = torch.stack([torch.stack([d, -b], -1), torch.stack([-c, a], -1)], -2)  # (..., 2, 2)
+    inv = adj / det[..., None, None]
     shift = -(inv @ affine[..., :, 2:])  # (..., 2, 1)
     return torch.cat([inv, shift], -1)  # (..., 2, 3)
 

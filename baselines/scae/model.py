@@ -48,11 +48,11 @@ class SCAE(nn.Module):
         self.ocae = OCAE(d_in, p.n_parts, cfg.ocae)
 
     def _forward(self, images: torch.Tensor, gen: torch.Generator | None):
-        p = self.cfg.pcae
         parts = self.encoder(images, gen)
         rendered = self.decoder.render(parts)
         joint = pcae.mixture_log_terms(images, rendered, parts.presence, parts.background,
-                                       self.decoder.bg_logit, p.pixel_std)  # (B, M+1, H, W)
+                                       self.decoder.bg_logit,
+                                       self.cfg.pcae.pixel_std)  # (B, M+1, H, W)
         b, m = parts.presence.shape
         pose = parts.pose.flatten(-2).detach()  # (B, M, 6)
         presence = parts.presence.detach()  # (B, M)

@@ -147,7 +147,8 @@ class ObjectCapsules(nn.Module):
         params = torch.cat([params, torch.ones_like(params[..., :1])], -1)  # (B, K, Q+1)
         raw = self.out(params)  # (B, K, sum(split))
         dyn = raw[..., :self.split[0]].view(b, k, self.m, 6)  # (B, K, M, 6)
-        ov, pres, vote_pres, scale = (raw[..., self.split[0]:] + self.bias).split(self.split[1:], -1)
+        rest = raw[..., self.split[0]:] + self.bias  # (B, K, 6 + 1 + M + M)
+        ov, pres, vote_pres, scale = rest.split(self.split[1:], -1)
         pres = pres.squeeze(-1)  # (B, K)
         if gen is not None and self.cfg.presence_noise > 0:
             w = self.cfg.presence_noise

@@ -70,7 +70,10 @@ class PartEncoder(nn.Module):
         # a learned bias per position and channel: the attention's only sense of where it is
         self.pos_bias = nn.Parameter(torch.zeros(ch, side, side))
         self.head = nn.Conv2d(ch, cfg.n_parts * (sum(self.split) + 1), 1)
-        self.bg = nn.Linear(ch, 3)
+        with torch.no_grad():  # the scales start at init_scale: sigmoid(bias) + 0.01
+            bias = self.head.bias[:cfg.n_parts * sum(self.split)].view(cfg.n_parts, -1)
+            bias[:, :2] = math.log((cfg.init_scale - 0.01) / (1.01 - cfg.init_scale))
+        self.bg = nn.Linear(ch, 3)  # a background colour per image
 
     def forward(self, images: torch.Tensor, gen: torch.Generator | None = None) -> Parts:
         """images (B, 3, H, W) in [0, 1]; `gen` draws the presence noise (training only)."""
@@ -103,7 +106,7 @@ class TemplateDecoder(nn.Module):
         n_colour = 3 if cfg.templates == "coloured" else 3 * cfg.texture_size ** 2
         self.colour = nn.Sequential(nn.Linear(cfg.n_special, 32), nn.ReLU(),
                                     nn.Linear(32, n_colour))
-        self.bg_logit = nn.Parameter(torch.zeros(()))  # background's mixing logit
+        self.bg_logit = nn.Parameter(torch.tensor(float(cfg.bg_logit)))  # background's mixing logit
 
     def alphas(self) -> torch.Tensor:
         return torch.sigmoid(self.alpha_logits)  # (M, 1, T, T)
@@ -143,8 +146,10 @@ def mixture_log_terms(image: torch.Tensor, rendered: Rendered, presence: torch.T
     """
     b, m = presence.shape
     weight = presence[:, :, None, None] * rendered.alpha  # (B, M, H, W)
-    log_w = torch.cat([torch.log(weight.clamp_min(1e-10)),
-                       bg_logit.expand(b, 1, *weight.shape[2:])], 1)  # (B, M+1, H, W)
+    # log 0 = -inf outside a template (exactly: a floor would let a template explain far pixels
+    # whose colour it matches); the clamp only keeps the gradient finite there
+    log_part = torch.where(weight > 0, torch.log(weight.clamp_min(1e-30)), -math.inf)
+    log_w = torch.cat([log_part, bg_logit.expand(b, 1, *weight.shape[2:])], 1)  # (B, M+1, H, W)
     log_w = torch.log_softmax(log_w, 1)
     means = torch.cat([rendered.colour, background[:, None, :, None, None].expand(
         b, 1, 3, *weight.shape[2:])], 1)  # (B, M+1, 3, H, W)

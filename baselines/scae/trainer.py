@@ -129,9 +129,10 @@ def fit(cfg: SCAEConfig, data: torch.Tensor, *, progress: bool = True,
                     writer.writerow(["step", "epoch", "samples", "seconds", "loss", *terms,
                                      "samples_per_s"])
                     header = True
+                values = [f"{float(v.detach()):.6g}" for v in terms.values()]
                 writer.writerow([state["step"], epoch, state["samples"],
-                                 f"{state['train_seconds']:.1f}", f"{value:.6g}",
-                                 *(f"{float(v.detach()):.6g}" for v in terms.values()), f"{rate:.1f}"])
+                                 f"{state['train_seconds']:.1f}", f"{value:.6g}", *values,
+                                 f"{rate:.1f}"])
                 log_file.flush()
                 bar.set_postfix(loss=f"{value:.4g}", per_s=f"{rate:.0f}")
             bar.update(1 if by_steps else int(state["train_seconds"]) - bar.n)

@@ -2,16 +2,18 @@
 
 Letters: B batch, M part capsules, K object capsules, F part features, H = W image side.
 
-scae: SCAE (baselines.scae) trained on frame 0 images. Features for clustering: the posterior
-object-capsule presences (B, K), the part mass each object capsule explains (the vector SCAE's
-own evaluation clusters and draws in its t-SNE figure). Masks: each part's placed template
+Features for clustering, both methods: the object-capsule presences a_k (B, K), one of the
+two vectors SCAE's own evaluation clusters (the other, the part mass each capsule explains,
+is measured in docs/baselines/scae.md).
+
+scae: SCAE (baselines.scae) trained on frame 0 images. Masks: each part's placed template
 alpha times its presence (amodal: a template is whole whatever covers it); visible: the
 pixel mixture's responsibilities.
 
 flowscae: the paper's FlowSCAE. FlowCapsules' encoder (a trained checkpoint) gives each image
-K part capsules: its pose (tx, ty, angle, scale) as an affine, its shape code and depth; an
-SCAE object capsule autoencoder is trained to explain those poses. Features: its posterior
-object-capsule presences. Masks and visibility are FlowCapsules' own.
+K part capsules: its pose (tx, ty, angle, scale) as an affine, a presence from its visible
+share, its shape code and depth; an SCAE object capsule autoencoder is trained to explain the
+present parts' poses. Masks and visibility are FlowCapsules' own.
 
 torch, flowcaps and baselines are imported inside the functions, so `flowbench table` and
 `flowbench list` start without loading torch.
@@ -29,6 +31,7 @@ from benchmark.errors import BenchmarkError
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 ENCODE_BATCH = 200  # images per FlowCapsules encoder call when making FlowSCAE's parts
+PRESENCE_GRID = 16  # side of the grid on which a FlowCapsules part's visible share is measured
 BUDGETS = {
     "smoke": "seconds (a few steps at 32 px, for tests)",
     "quick": "about 30 minutes on a 2-core CPU (24 min training, evaluation on 10k test pairs)",
@@ -119,14 +122,14 @@ class SCAEMethod:
         dev = next(model.parameters()).device
         out = model.infer(torch.from_numpy(img0).to(dev))
         return Prediction(masks=_np(out.masks), visible=_np(out.visible), flow=None,
-                          features=_np(out.posterior),
+                          features=_np(out.prior),
                           extras={"templates": _np(out.templates),
                                   "reconstruction": _np(out.reconstruction)})
 
     def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
         import torch
         dev = next(model.parameters()).device
-        return _np(model.infer(torch.from_numpy(img0).to(dev)).posterior)  # (B, K)
+        return _np(model.infer(torch.from_numpy(img0).to(dev)).prior)  # (B, K)
 
 
 @dataclass
@@ -137,19 +140,25 @@ class FlowSCAEModel:
     ocae: Any  # baselines.scae.FlowSCAE, eval mode
 
 
-def flowcaps_parts(flow_model, images) -> Any:
+def flowcaps_parts(flow_model, images, presence_area: float) -> Any:
     """FlowSCAE's part capsules of images (B, 3, H, W): (B, K, 6 + 1 + F) on their device.
 
-    Per part: its pose as a row-major 2x3 affine (u = s R(a) v + t), presence 1 (FlowCapsules
-    has no presence: every capsule is always there), then its shape code and depth.
+    Per part: its pose as a row-major 2x3 affine (u = s R(a) v + t); a presence, which
+    FlowCapsules does not have: its visible share of the image (Lambda+_k on a 16 x 16 grid of
+    pixel centres) over `presence_area`, capped at 1, so a capsule that owns no pixels is
+    absent; then its shape code and depth.
     """
     import torch
     from baselines.scae.geometry import similarity
+    from flowcaps import geometry
     with torch.inference_mode():
         shape, pose, depth = flow_model.encode(images)  # (B, K, C-5), (B, K, 4), (B, K)
+        u = geometry.pixel_centres(PRESENCE_GRID, PRESENCE_GRID, images.device)
+        visible = flow_model.masks_at(shape, pose, depth, u.expand(len(images), -1, -1)).visible
+        presence = (visible.mean(-1) / presence_area).clamp(max=1.0)  # (B, K)
         affine = similarity(pose[..., 0], pose[..., 1], pose[..., 2], pose[..., 3])
-        return torch.cat([affine.flatten(-2), torch.ones_like(depth)[..., None], shape,
-                          depth[..., None]], -1)  # (B, K, 7 + F)
+        return torch.cat([affine.flatten(-2), presence[..., None], shape, depth[..., None]],
+                         -1)  # (B, K, 7 + F)
 
 
 @register
@@ -214,7 +223,8 @@ class FlowSCAEMethod:
             images = load_images(spec.data_root, "train")  # (N, H, W, 3)
             parts = np.concatenate([
                 _np(flowcaps_parts(flow, torch.from_numpy(images[i:i + ENCODE_BATCH]).to(device)
-                                   .permute(0, 3, 1, 2).float() / 255.0))
+                                   .permute(0, 3, 1, 2).float() / 255.0,
+                                   cfg.parts.presence_area))
                 for i in range(0, len(images), ENCODE_BATCH)])  # (N, K, 7 + F)
             return Path(train_flowscae(cfg, parts, meta={"data": str(spec.data_root)}))
         except (ScaeError, flowcaps.FlowcapsError) as err:
@@ -254,7 +264,8 @@ class FlowSCAEMethod:
             u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
             pm = model.flow.masks_at(shape, pose, depth, u)  # (B, K, P)
             k = pm.masks.shape[1]
-            feats = model.ocae.infer(flowcaps_parts(model.flow, x)).posterior  # (B, K_obj)
+            parts = flowcaps_parts(model.flow, x, model.ocae.cfg.parts.presence_area)
+            feats = model.ocae.infer(parts).prior  # (B, K_obj)
         return Prediction(masks=_np(pm.masks.view(b, k, h, w)),
                           visible=_np(pm.visible.view(b, k, h, w)), flow=None,
                           features=_np(feats))
@@ -264,4 +275,5 @@ class FlowSCAEMethod:
         dev = next(model.ocae.parameters()).device
         x = torch.from_numpy(img0).to(dev)
         with torch.inference_mode():
-            return _np(model.ocae.infer(flowcaps_parts(model.flow, x)).posterior)  # (B, K_obj)
+            parts = flowcaps_parts(model.flow, x, model.ocae.cfg.parts.presence_area)
+            return _np(model.ocae.infer(parts).prior)  # (B, K_obj)
