@@ -32,8 +32,13 @@ class ModelConfig:
     # Fixed standard deviation of the Gaussian pixel likelihood, in the E-step and the loss
     # (N-EM's e_sigma). Under Adam the loss's scale does not matter; the E-step's does.
     sigma: float = 0.25
-    prior_mean: float = 0.0  # mean of the pixel prior that the KL term pulls towards (black)
+    # Mean of the pixel prior that the KL term pulls towards, and each group's first prediction:
+    # white, as Geo's backgrounds are 181-255 in every channel (the official 0 suits black ones).
+    prior_mean: float = 1.0
     em_steps: int = 3  # E: EM iterations per frame (each frame is shown E times)
+    # gamma's random start is drawn on an n x n grid and resized to the work side, so each group
+    # starts with a few smooth blobs of the image; 0 draws it per pixel (the official code).
+    init_grid: int = 4
 
     def validate(self) -> None:
         if self.num_groups < 2:
@@ -48,9 +53,11 @@ class ModelConfig:
                             f"{self.work_size}")
         if self.sigma <= 0:
             raise RnemError(f"sigma must be > 0, got {self.sigma}")
+        if self.init_grid < 0 or self.init_grid > self.work_size:
+            raise RnemError(f"init_grid must be in [0, work_size], got {self.init_grid}")
         if self.em_steps < 2:
-            raise RnemError(f"em_steps must be >= 2 (a frame's own E-step needs one step whose "
-                            f"target is that frame), got {self.em_steps}")
+            raise RnemError(f"em_steps must be >= 2 (a frame is read after a step whose target "
+                            f"is that frame), got {self.em_steps}")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ One EM step (paper, Sec. 2; official code's NEMCell):
           pixel, the channels independent given k, against the step's target frame.
 Over a clip the target of a step is the next step's input (R-NEM predicts the next frame);
 `schedule` repeats each frame `em_steps` times, so a frame gets E - 1 iterations against itself
-before the step that predicts the next frame.
+before the step that predicts the next frame. The decoder draws each group as one colour c_k
+through a mask m_k over the prior: mu_k = m_k c_k + (1 - m_k) prior (docs/baselines/rnem.md says
+why; the official decoder draws a free image).
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class State(NamedTuple):
 
     theta: torch.Tensor  # (B, K, D) recurrent states
     mu: torch.Tensor  # (B, K, C, H, W) predicted means in [0, 1]
+    mask: torch.Tensor  # (B, K, 1, H, W) the decoder's mask m_k: where group k draws its colour
     gamma: torch.Tensor  # (B, K, 1, H, W) responsibilities, summing to 1 over K
 
 
@@ -81,33 +84,37 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """theta (N, D) -> mu (N, C, H, W) in [0, 1]: two FC layers, then nearest-neighbour
-    upsampling by 2 and a 4x4 conv per encoder layer (the official code's r_conv), layer norm
-    and ReLU between them, a sigmoid at the end."""
+    """theta (N, D) -> mu (N, C, H, W) in [0, 1] and the mask m (N, 1, H, W).
+
+    The mask: two FC layers, then one 4x4 transposed conv of stride 2 per encoder layer, layer
+    norm and ReLU between them, a sigmoid at the end (the official code upsamples by nearest
+    neighbour and then convolves; a transposed conv of the same kernel doubles the side at a
+    quarter of the cost). The colour: a linear map of theta and a sigmoid.
+    """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         c = cfg.enc_channels[-1]
-        self.side = cfg.work_size // 2 ** len(cfg.enc_channels)
-        self.c = c
+        self.side, self.c, self.prior = cfg.work_size // 2 ** len(cfg.enc_channels), c, cfg.prior_mean
         self.fc = nn.Sequential(nn.Linear(cfg.state_size, cfg.dec_hidden),
                                 *_ln_act(cfg.dec_hidden, nn.ReLU()),
                                 nn.Linear(cfg.dec_hidden, c * self.side ** 2),
                                 *_ln_act(c * self.side ** 2, nn.ReLU()))
-        outs = list(reversed(cfg.enc_channels[:-1])) + [3]
+        outs = list(reversed(cfg.enc_channels[:-1])) + [1]
         layers: list[nn.Module] = []
         for i, out in enumerate(outs):
-            # TF's "SAME" padding of an even kernel: one row/column before, two after.
-            layers += [nn.Upsample(scale_factor=2, mode="nearest"), nn.ZeroPad2d((1, 2, 1, 2)),
-                       nn.Conv2d(c, out, 4)]
+            layers.append(nn.ConvTranspose2d(c, out, 4, stride=2, padding=1))
             if i < len(outs) - 1:
                 layers += [nn.GroupNorm(1, out), nn.ReLU()]
             c = out
         self.conv = nn.Sequential(*layers)
+        self.colour = nn.Linear(cfg.state_size, 3)
 
-    def forward(self, theta: torch.Tensor) -> torch.Tensor:
+    def forward(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.fc(theta).view(-1, self.c, self.side, self.side)  # (N, c, h, w)
-        return torch.sigmoid(self.conv(h))  # (N, C, H, W)
+        mask = torch.sigmoid(self.conv(h))  # (N, 1, H, W)
+        colour = torch.sigmoid(self.colour(theta))[:, :, None, None]  # (N, C, 1, 1)
+        return mask * colour + (1 - mask) * self.prior, mask  # (N, C, H, W), (N, 1, H, W)
 
 
 class RelationalCell(nn.Module):
@@ -165,19 +172,22 @@ class RNEM(nn.Module):
         return x.view(*lead, *x.shape[1:])
 
     def init_state(self, batch: int, gen: torch.Generator, shared: bool = False) -> State:
-        """Official code's start: theta = 0, mu = 0, gamma = |N(0, 1)| normalised over K.
-
-        shared: one gamma draw for the whole batch (inference: an image's result then does not
-        depend on the batch it came in); otherwise one per sample (training).
-        """
+        """The official start: theta = 0, mu = the prior, gamma = |N(0, 1)| normalised over K;
+        gamma is drawn on an `init_grid` x `init_grid` grid and resized (smooth blobs), or per
+        pixel (the official code) when init_grid is 0. `shared` draws once for the whole batch
+        (inference: an image's result then does not depend on its batch)."""
         cfg, dev = self.config, next(self.parameters()).device
         k, side = cfg.num_groups, cfg.work_size
         theta = torch.zeros(batch, k, cfg.state_size, device=dev)  # (B, K, D)
-        mu = torch.zeros(batch, k, 3, side, side, device=dev)  # (B, K, C, H, W)
-        n = 1 if shared else batch
-        g = torch.randn(n, k, 1, side, side, generator=gen, device=gen.device).abs().to(dev)
-        g = (g / g.sum(1, keepdim=True)).expand(batch, -1, -1, -1, -1)  # (B, K, 1, H, W)
-        return State(theta, mu, g)
+        mu = torch.full((batch, k, 3, side, side), cfg.prior_mean, device=dev)  # (B, K, C, H, W)
+        grid = cfg.init_grid or side
+        g = torch.randn(1 if shared else batch, k, grid, grid, generator=gen,
+                        device=gen.device).abs().to(dev)
+        g = g / g.sum(1, keepdim=True)  # (B or 1, K, grid, grid)
+        if grid != side:  # bilinear weights keep the sum over K at 1
+            g = F.interpolate(g, size=(side, side), mode="bilinear", align_corners=False)
+        g = g[:, :, None].expand(batch, -1, -1, -1, -1)  # (B, K, 1, H, W)
+        return State(theta, mu, torch.zeros_like(g), g)
 
     def step(self, state: State, x_in: torch.Tensor, target: torch.Tensor) -> State:
         """One EM iteration. x_in: (B, C, H, W) the (corrupted) input frame; target: (B, C, H, W)
@@ -187,8 +197,9 @@ class RNEM(nn.Module):
         delta = (x_in[:, None] - state.mu) * state.gamma.detach()  # (B, K, C, H, W)
         x = self.encoder(delta.flatten(0, 1)).view(b, k, -1)  # (B, K, M)
         theta = self.cell(x, state.theta)  # (B, K, D)
-        mu = self.decoder(theta.flatten(0, 1)).view(state.mu.shape)  # (B, K, C, H, W)
-        return State(theta, mu, e_step(mu, target, self.config.sigma))
+        mu, mask = self.decoder(theta.flatten(0, 1))  # (B * K, C, H, W), (B * K, 1, H, W)
+        mu, mask = mu.view(state.mu.shape), mask.view(state.gamma.shape)
+        return State(theta, mu, mask, e_step(mu, target, self.config.sigma))
 
     def run(self, clip: torch.Tensor, gen: torch.Generator, inputs: torch.Tensor | None = None,
             shared_init: bool = False) -> list[State]:

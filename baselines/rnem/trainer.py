@@ -82,10 +82,11 @@ def clip_loss(model: RNEM, clip: torch.Tensor, cfg: TrainConfig,
               gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Mean over the EM steps of R-NEM's loss on a float clip (B, T, C, H, W) in [0, 1]:
     (total, intra, inter)."""
+    m = cfg.model
     inputs = corrupt(clip, cfg.noise_prob, gen)  # (B, T, C, H, W)
     states = model.run(clip, gen, inputs=inputs)
-    steps = schedule(clip.shape[1], cfg.model.em_steps)
-    terms = [rnem_loss(s.mu, s.gamma, clip[:, t_out], cfg.model.sigma, cfg.model.prior_mean)
+    steps = schedule(clip.shape[1], m.em_steps)
+    terms = [rnem_loss(s.mu, s.gamma, clip[:, t_out], m.sigma, m.prior_mean)
              for s, (_, t_out) in zip(states, steps)]
     n = len(terms)
     return (sum(t.total for t in terms) / n, sum(t.intra for t in terms) / n,

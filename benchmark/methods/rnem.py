@@ -103,13 +103,14 @@ class RnemMethod:
             x = torch.from_numpy(np.stack([img0, img1], 1)).to(_device(model))  # (B, 2, 3, H, W)
             states = model.run(model.to_work(x), _generator(), shared_init=True)
             read = states[cfg.em_steps - 2]  # frame 0's last step against itself
-            gamma = torch.stack([s.gamma[:, :, 0] for s in states], 1)  # (B, S, K, h, w)
+            order = _order(read)  # (B, K)
+            gamma = torch.stack([_take(s.gamma[:, :, 0], order) for s in states], 1)  # (B, S, K, h, w)
             size = cfg.image_size
             fields = {
-                "masks": _resize(_not_prior(read.mu, cfg), size),
-                "visible": _resize(read.gamma[:, :, 0], size),
+                "masks": _resize(_take(read.mask[:, :, 0], order), size),
+                "visible": _resize(_take(read.gamma[:, :, 0], order), size),
                 "flow": None,
-                "features": _np(_ordered_states(read)),
+                "features": _np(_take(read.theta, order).flatten(1)),
             }
             extras = {"gamma": _resize(gamma.flatten(1, 2), size)}
         # `extras` arrives with the house protocol; until then Prediction has no such field.
@@ -122,8 +123,8 @@ class RnemMethod:
         with torch.inference_mode():
             x = torch.from_numpy(img0[:, None]).to(_device(model))  # (B, 1, 3, H, W)
             # One frame: the E - 1 steps against itself, the same as predict's first steps.
-            states = model.run(model.to_work(x), _generator(), shared_init=True)
-            return _np(_ordered_states(states[-1]))
+            read = model.run(model.to_work(x), _generator(), shared_init=True)[-1]
+            return _np(_take(read.theta, _order(read)).flatten(1))
 
 
 def _device(model):
@@ -135,20 +136,18 @@ def _generator():
     return torch.Generator().manual_seed(EVAL_SEED)
 
 
-def _not_prior(mu, cfg):
-    """(B, K, C, h, w) predictions -> (B, K, h, w) in [0, 1]: how far each group's prediction
-    is from the prior, 1 - exp(-|mu - prior|^2 / (2 sigma^2))."""
-    d = ((mu - cfg.prior_mean) ** 2).sum(2) / (2 * cfg.sigma ** 2)  # (B, K, h, w)
-    return 1 - (-d).exp()
-
-
-def _ordered_states(state):
-    """(B, K * D): the groups' states, largest share of the image first."""
+def _order(state):
+    """(B, K) group indices, largest share of the image (sum of gamma) first."""
     import torch
     share = state.gamma.flatten(2).sum(-1)  # (B, K)
-    order = torch.argsort(share, dim=1, descending=True, stable=True)  # (B, K)
-    theta = torch.gather(state.theta, 1, order[..., None].expand_as(state.theta))  # (B, K, D)
-    return theta.flatten(1)
+    return torch.argsort(share, dim=1, descending=True, stable=True)
+
+
+def _take(t, order):
+    """t (B, K, ...) with its groups in `order` (B, K)."""
+    import torch
+    idx = order.view(*order.shape, *([1] * (t.dim() - 2))).expand_as(t)
+    return torch.gather(t, 1, idx)
 
 
 def _resize(maps, size: int) -> np.ndarray:
