@@ -113,10 +113,11 @@ class PsdMethod:
             masks = masks.clamp(0.0, 1.0)
             visible = masks * (masks > 0.5)
             extras = {"motion": _np(mag / top[:, None, None, None])}
-        return _prediction(masks=_np(masks), visible=_np(visible), flow=_np(recon),
+        return Prediction(masks=_np(masks), visible=_np(visible), flow=_np(recon),
                            features=_np(mean), extras=extras)
 
-    def embed(self, model: Any, img0: np.ndarray, gt_flow: np.ndarray | None = None) -> np.ndarray:
+    def embed(self, model: Any, img0: np.ndarray, *,
+              gt_flow: np.ndarray | None = None) -> np.ndarray:
         """The posterior mean (B, D) of the flow; img0 only fixes the expected shape."""
         import torch
         flow = _flow_tensor(model, gt_flow, img0.shape)
@@ -137,13 +138,6 @@ def _flow_tensor(model: Any, gt_flow: np.ndarray | None, image_shape: tuple[int,
         raise BenchmarkError(f"gt_flow must be (B={b}, 2, {h}, {w}), got {gt_flow.shape}")
     dev = next(model.parameters()).device
     return torch.from_numpy(np.ascontiguousarray(gt_flow, dtype=np.float32)).to(dev)
-
-
-def _prediction(extras: dict[str, np.ndarray], **arrays: np.ndarray) -> Prediction:
-    """A Prediction, with `extras` where the protocol's dataclass has that field."""
-    if any(f.name == "extras" for f in dataclasses.fields(Prediction)):
-        return Prediction(**arrays, extras=extras)
-    return Prediction(**arrays)
 
 
 def _np(t) -> np.ndarray:
