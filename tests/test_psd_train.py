@@ -18,7 +18,7 @@ def _cfg(out, **kw):
     model = ModelConfig(image_size=SIZE, latent_dim=5, kernel_hidden=(8,), unet_width=4,
                         motion_scale=2, motion_kernels=(3,))
     base = TrainConfig(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
-                       steps=8, active_pairs=8, min_active=2, log_every=1)
+                       steps=8, stage1_fraction=0.5, active_pairs=8, min_active=2, log_every=1)
     return base.replace(**kw)
 
 
