@@ -39,8 +39,8 @@ BUDGETS = {
 }
 FLOW_BUDGETS = {
     "smoke": "seconds (a tiny FlowCapsules and a few OCAE steps at 32 px, for tests)",
-    "quick": "about 15 minutes on a 2-core CPU on a committed FlowCapsules checkpoint "
-             "(8 min OCAE training, evaluation on 10k test pairs)",
+    "quick": "about 20 minutes on a 2-core CPU on a committed FlowCapsules checkpoint "
+             "(parts of 40k images, 12 min OCAE training, evaluation on 10k test pairs)",
     "gpu": "about 15 minutes on one GPU (10 min OCAE training)",
 }
 
