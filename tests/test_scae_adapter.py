@@ -4,7 +4,7 @@ import pytest
 
 from benchmark.errors import BenchmarkError
 from benchmark.registry import TrainSpec, get_method
-from benchmark.runner import to_images
+from benchmark.datasets import to_images
 
 SIZE = 32  # tests/conftest.py's tiny_geo
 
