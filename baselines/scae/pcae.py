@@ -8,8 +8,9 @@ and a logit at every position; the softmax of the logits over positions weights 
 Each part has a pose (6 numbers through `geometry.geometric_transform`), a presence and F
 special features. Decoder: M learned templates (an intensity and an alpha map each), coloured
 (Geo) or textured (Geo+) from the special features, placed by their poses. Image likelihood:
-each pixel is a mixture of the M placed templates and a background colour; a part's mixing
-weight is presence_m * alpha_m(u), the background's a learned constant.
+each pixel is a mixture of the M placed templates and a background colour (one per image,
+from the encoder); a part's mixing weight is presence_m * alpha_m(u), the background's a
+learned constant.
 """
 from __future__ import annotations
 
