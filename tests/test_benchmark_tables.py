@@ -49,14 +49,14 @@ def test_table1_mean_std_paper_and_missing_cells():
     c = _cell(t, ["Geo", "all"], "FlowCapsules")
     assert c.ours() == "0.910 ± 0.014 (quick, 2 seeds)"
     assert c.theirs() == "0.95"  # the paper's Geo "all", Table 1
-    assert _cell(t, ["Geo", "all"], "R-NEM").ours() == "-"  # no record: still a column
+    assert _cell(t, ["Geo", "all"], "R-NEM†").ours() == "-"  # no record yet
     assert _cell(t, ["Geo", "all"], "PSD†‡").theirs() == "0.88"  # visible masks, sees flow
     assert _cell(t, ["Geo+", "all"], "PSD†‡").theirs() == "n/r"  # the paper has no number
     assert _cell(t, ["Geo+", "all"], "FlowCapsules").theirs() == "0.89"  # from its text
     assert _cell(t, ["Geo+", "circle"], "FlowCapsules").ours() == "-"
     assert "flowbench run flowcaps --dataset geo+" in t.missing
     assert "flowbench run psd --dataset geo" in t.missing
-    ex = _cell(t, ["Exercise", "left leg"], "R-NEM")
+    ex = _cell(t, ["Exercise", "left leg"], "R-NEM†")
     assert ex.ours() == tables.NOT_PUBLIC and ex.theirs() == "0.29"
 
 

@@ -90,7 +90,7 @@ def test_the_adapter_turns_bad_checkpoints_into_benchmark_errors(tmp_path):
     from benchmark.errors import BenchmarkError
     from benchmark.registry import get_method
     bad = tmp_path / "bad.pt"
-    bad.write_bytes(b"\x80not a checkpoint")
+    bad.write_bytes(b"not a checkpoint")
     with pytest.raises(BenchmarkError, match="rnem checkpoint"):
         get_method("rnem").load(bad)
 
@@ -101,3 +101,27 @@ def test_config_json_round_trip_and_profiles():
         assert TrainConfig.from_json(cfg.to_json()) == cfg, name
     with pytest.raises(RnemError, match="unknown TrainConfig fields"):
         TrainConfig.from_json('{"nope": 1}')
+
+
+def test_the_adapter_trains_on_the_quick_profile_clip_length():
+    from baselines.rnem.config import QUICK
+    from benchmark.registry import get_method
+    assert get_method("rnem").clip_frames == QUICK.clip_frames == PROFILES["quick"].clip_frames
+    # the smoke profile is the quick one scaled down: same schedule, noise, prior and start
+    smoke, quick = PROFILES["smoke"], PROFILES["quick"]
+    assert (smoke.clip_frames, smoke.noise_prob, smoke.lr) == (quick.clip_frames, quick.noise_prob,
+                                                               quick.lr)
+    for name in ("em_steps", "sigma", "prior_mean", "init_grid", "num_groups", "work_size"):
+        assert getattr(smoke.model, name) == getattr(quick.model, name), name
+
+
+def test_clips_are_read_cut_and_downsampled(tiny_geo):
+    cfg = PROFILES["smoke"].replace(model={"work_size": 16}, max_clips=5)
+    clips = trainer.load_clips(tiny_geo, cfg)
+    assert clips.shape == (5, 2, 3, 16, 16) and clips.dtype == np.uint8  # 2-frame data, T = 4 asked
+    from geogen.dataset import read_split
+    frames = read_split(tiny_geo, "train", ("frames",), limit=5)["frames"]  # (5, 2, 32, 32, 3)
+    pooled = frames.reshape(5, 2, 16, 2, 16, 2, 3).mean((3, 5)).transpose(0, 1, 4, 2, 3)
+    assert np.abs(clips.astype(float) - pooled).max() <= 0.5 + 1e-9
+    with pytest.raises(RnemError, match="px images"):
+        trainer.load_clips(tiny_geo, cfg.replace(model={"image_size": 64, "work_size": 32}))

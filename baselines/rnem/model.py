@@ -19,7 +19,6 @@ why; the official decoder draws a free image).
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
@@ -217,6 +216,3 @@ class RNEM(nn.Module):
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
         self.load_state_dict(weights, strict=True)
 
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(math.prod(p.shape) for p in model.parameters())

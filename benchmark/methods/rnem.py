@@ -5,15 +5,14 @@ Letters: B batch, K groups, S EM steps, D state size, H = W image side.
 A test pair (img0, img1) is run as a 2-frame clip with the trained schedule: `em_steps` E
 iterations per frame, the steps (0 -> 0) x (E - 1), (0 -> 1), (1 -> 1) x (E - 1) (input frame ->
 target frame). Frame 0's parts are read after its last step against itself (step E - 2), so
-they, and the features, depend on img0 alone:
-- visible: gamma_k, the E-step's responsibilities of the K groups for frame 0;
-- masks: where group k's predicted image mu_k is not the prior (black), 1 - exp(-|mu_k -
-  prior|^2 / (2 sigma^2)), an amodal estimate (the decoder may draw a group's object where
-  another one hides it);
-- features: the K states theta_k at that step, ordered by each group's share of the image
-  (largest first, so the background group usually leads) and concatenated: K * D numbers. The
-  groups are exchangeable, so their order is the only way to make the vector comparable
-  across images.
+they, and the features, depend on img0 alone. R-NEM's groups are interchangeable, so every
+per-group output is put in one order first: by each group's share of frame 0 (its sum of
+gamma), largest first.
+- masks and visible: gamma_k, the E-step's responsibilities for frame 0 (visible parts; the
+  table's IoU uses them, so `amodal` is False). The decoder's own masks m_k, which may also
+  cover what another group hides, scored lower in every probe (docs/baselines/rnem.md); they
+  are in `extras["mask"]`.
+- features: the K states theta_k at that step, concatenated in that order: K * D numbers.
 - extras["gamma"]: gamma of every step, (B, S * K, H, W), step-major, for `flowbench show`.
 All maps are computed at the model's work side and resized bilinearly to the image side.
 Gamma starts from one fixed random draw (seed 0) for every image, so inference is deterministic.
@@ -40,13 +39,13 @@ class RnemMethod:
     name = "rnem"
     title = "R-NEM"
     tables = (1,)
-    amodal = True  # the table's IoU uses `masks`, read from the decoder's predictions
+    amodal = False  # `masks` are gamma, the visible parts
     uses_ground_truth: tuple[str, ...] = ()
     clip_frames = 4  # training clips; the quick profile's T
     budgets = {
         "smoke": "seconds (a few steps at 32 px)",
-        "quick": "about 30 minutes on a 2-core CPU, data and evaluation included",
-        "gpu": "about 15 minutes on one GPU",
+        "quick": "about 30 minutes on a 2-core CPU, clip data and evaluation included",
+        "gpu": "about 15 minutes on one GPU (untested)",
     }
 
     def _train_config(self, spec: TrainSpec):
@@ -106,13 +105,11 @@ class RnemMethod:
             order = _order(read)  # (B, K)
             gamma = torch.stack([_take(s.gamma[:, :, 0], order) for s in states], 1)  # (B, S, K, h, w)
             size = cfg.image_size
-            fields = {
-                "masks": _resize(_take(read.mask[:, :, 0], order), size),
-                "visible": _resize(_take(read.gamma[:, :, 0], order), size),
-                "flow": None,
-                "features": _np(_take(read.theta, order).flatten(1)),
-            }
-            extras = {"gamma": _resize(gamma.flatten(1, 2), size)}
+            visible = _resize(_take(read.gamma[:, :, 0], order), size)  # (B, K, H, W)
+            fields = {"masks": visible, "visible": visible, "flow": None,
+                      "features": _np(_take(read.theta, order).flatten(1))}
+            extras = {"gamma": _resize(gamma.flatten(1, 2), size),
+                      "mask": _resize(_take(read.mask[:, :, 0], order), size)}
         # `extras` arrives with the house protocol; until then Prediction has no such field.
         if "extras" in Prediction.__dataclass_fields__:
             fields["extras"] = extras
