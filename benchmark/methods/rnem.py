@@ -106,16 +106,13 @@ class RnemMethod:
             gamma = torch.stack([_take(s.gamma[:, :, 0], order) for s in states], 1)  # (B, S, K, h, w)
             size = cfg.image_size
             visible = _resize(_take(read.gamma[:, :, 0], order), size)  # (B, K, H, W)
-            fields = {"masks": visible, "visible": visible, "flow": None,
-                      "features": _np(_take(read.theta, order).flatten(1))}
             extras = {"gamma": _resize(gamma.flatten(1, 2), size),
                       "mask": _resize(_take(read.mask[:, :, 0], order), size)}
-        # `extras` arrives with the house protocol; until then Prediction has no such field.
-        if "extras" in Prediction.__dataclass_fields__:
-            fields["extras"] = extras
-        return Prediction(**fields)
+            return Prediction(masks=visible, visible=visible, flow=None,
+                              features=_np(_take(read.theta, order).flatten(1)), extras=extras)
 
-    def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
+    def embed(self, model: Any, img0: np.ndarray, *,
+              gt_flow: np.ndarray | None = None) -> np.ndarray:
         import torch
         with torch.inference_mode():
             x = torch.from_numpy(img0[:, None]).to(_device(model))  # (B, 1, 3, H, W)
