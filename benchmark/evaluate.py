@@ -78,6 +78,7 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
                                  unit="batch", disable=not progress)]
     out = {**seg.compute(), **flow.compute(), **ari.compute()}
     out.update(classification_metrics(np.concatenate(train_feats), train["label"],
-                                      np.concatenate(test_feats), test["label"], random_state))
+                                      np.concatenate(test_feats), test["label"], random_state,
+                                      standardised=method.standardise_features))
     out["n_test"], out["n_train_features"] = int(n), int(len(train["label"]))
     return out

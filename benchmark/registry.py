@@ -133,6 +133,9 @@ class Method(Protocol):
     amodal: bool  # whether Prediction.masks are amodal (False: visible-only masks)
     tables: tuple[int, ...]  # the paper's tables it fills: 1 segmentation, 2 clustering
     clip_frames: int  # frames per training clip; evaluation always uses the 2-frame test pairs
+    # Whether k-means standardises each feature first (benchmark.clustering). False where the
+    # method's own protocol clusters its features as they are (SCAE's object-capsule presences).
+    standardise_features: bool
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         """The full training configuration for a spec, JSON-ready (checked before any work)."""
@@ -165,6 +168,7 @@ METHOD_DEFAULTS: dict[str, Any] = {
     "amodal": True,
     "tables": (1, 2),
     "clip_frames": 2,
+    "standardise_features": True,
 }
 GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
 TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)
@@ -210,6 +214,9 @@ def _check_declaration(m: Any) -> None:
         raise ValueError(f"{where}: tables may name {TABLES}, got {m.tables}")
     if not isinstance(m.clip_frames, int) or m.clip_frames < 2:
         raise ValueError(f"{where}: clip_frames must be an integer >= 2, got {m.clip_frames}")
+    if not isinstance(m.standardise_features, bool):
+        raise ValueError(f"{where}: standardise_features must be a bool, "
+                         f"got {m.standardise_features!r}")
 
 
 def load_methods() -> dict[str, Method]:

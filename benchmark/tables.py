@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -29,7 +29,7 @@ from benchmark.paper import paper_text as text_numbers
 from benchmark.profiles import by_rank
 
 NOT_PUBLIC = "not public"
-AMODAL_MARK, GT_MARK = "†", "‡"
+AMODAL_MARK, GT_MARK, RULE_MARK = "†", "‡", "§"
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class Cell:
     data: str = ""  # which older data the runs used, "" for the current data
     local: bool = False  # filled from a user's own records rather than the committed ones
     sources: tuple[str, ...] = ()  # the record files
+    mark: str = ""  # a footnote mark after our number
 
     def ours(self) -> str:
         if self.na:
@@ -54,9 +55,9 @@ class Cell:
         where = ", ".join([self.profile or ""] + ([self.data] if self.data else [])
                           + (["local"] if self.local else []))
         if len(self.values) == 1:
-            return f"{mean:.3f} ({where})"
+            return f"{mean:.3f}{self.mark} ({where})"
         std = float(np.std(self.values, ddof=1))
-        return f"{mean:.3f} ± {std:.3f} ({where}, {len(self.values)} seeds)"
+        return f"{mean:.3f} ± {std:.3f}{self.mark} ({where}, {len(self.values)} seeds)"
 
     def theirs(self) -> str:
         return self.paper_text
@@ -170,16 +171,27 @@ def table1(records: list[dict], methods: dict, profile: str | None = None) -> Ta
     return t
 
 
+def _older_rule(cell: Cell, records: list[dict]) -> bool:
+    """Whether a record behind the cell labelled its clusters before the majority rule
+    (benchmark.clustering: its N = 4 clusters by a one-to-one map)."""
+    return any(r.get("_path") in cell.sources and r["metrics"].get("kmeans_rule") != "majority"
+               for r in records)
+
+
 def table2(records: list[dict], methods: dict, profile: str | None = None) -> Table:
     columns = [(ds, n) for ds in spec.DATASETS for n in spec.CLUSTERS]
     t = Table(spec.TABLE2.title, ["method"],
               [f"{spec.DATASET_TITLES[ds]} N={n}" for ds, n in columns])
+    older = False
     for name, label in _methods_of(spec.TABLE2, methods):
         cells = []
         for ds, n in columns:
             paper = _paper(2, ds, name, f"N={n}", name in spec.TABLE2.paper_methods)
             c = _select(records, name, ds, _no_overrides, lambda met, n=n: met[f"kmeans_{n}"],
                         profile, **paper)
+            if n == 4 and c.values and _older_rule(c, records):
+                c = replace(c, mark=RULE_MARK)
+                older = True
             cells.append(c)
             if c.profile is None:
                 t.missing.add(_run_cmd(name, ds, profile))
@@ -187,6 +199,10 @@ def table2(records: list[dict], methods: dict, profile: str | None = None) -> Ta
     t.notes.append(f"{spec.PAPER_TITLES['flowscae']}: the paper's FlowCapsules row, made with its "
                    f"FlowSCAE protocol (SCAE's object capsules trained on FlowCapsules' part "
                    f"poses). Rows not in the paper have no paper number.")
+    if older:
+        t.notes.append(f"{RULE_MARK} N=4 from records made before the paper's labelling rule "
+                       f"(each cluster predicts its most common training class): their 4 "
+                       f"clusters were labelled one-to-one; rerun to refresh.")
     t.notes += [f"The paper's text: {p.what}: {p.value:g}." for p in text_numbers(2)]
     return t
 

@@ -25,6 +25,7 @@ class Oracle:
 
     name, title = "oracle", "Oracle"
     uses_ground_truth = ()
+    standardise_features = True
 
     def __init__(self, root):
         from geogen.dataset import read_split

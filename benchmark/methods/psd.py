@@ -96,7 +96,7 @@ class PsdMethod:
         return LoadedModel(model=model, config=config, axes=Axes(),
                            image_size=model.config.image_size, trained_with=trained_with)
 
-    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray,
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
         """img0, img1 (B, 3, H, W) in [0, 1] (img1 unused); gt_flow (B, 2, H, W) pixels."""
         import torch

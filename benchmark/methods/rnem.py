@@ -94,7 +94,7 @@ class RnemMethod:
                            axes=Axes(num_capsules=m.num_groups), image_size=m.image_size,
                            trained_with=trained_with)
 
-    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray,
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
         import torch
         cfg = model.config

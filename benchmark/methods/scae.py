@@ -4,7 +4,8 @@ Letters: B batch, M part capsules, K object capsules, F part features, H = W ima
 
 Features for clustering, both methods: the object-capsule presences a_k (B, K), one of the
 two vectors SCAE's own evaluation clusters (the other, the part mass each capsule explains,
-is measured in docs/baselines/scae.md).
+is measured in docs/baselines/scae.md). SCAE clusters them as they are, so k-means here skips
+the benchmark's feature standardisation (`standardise_features = False`).
 
 scae: SCAE (baselines.scae) trained on frame 0 images. Masks: each part's placed template
 alpha times its presence (amodal: a template is whole whatever covers it); visible: the
@@ -86,6 +87,7 @@ class SCAEMethod:
     amodal = True
     uses_ground_truth: tuple[str, ...] = ()
     clip_frames = 2
+    standardise_features = False  # SCAE's protocol clusters raw presences in [0, 1]
     budgets = BUDGETS
 
     def _config(self, spec: TrainSpec):
@@ -115,7 +117,7 @@ class SCAEMethod:
                            image_size=cfg.pcae.image_size,
                            trained_with={"config": config, "meta": meta})
 
-    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray,
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
         """Parts of img0 only: SCAE sees single images (img1 and gt_flow are not used)."""
         import torch
@@ -126,7 +128,8 @@ class SCAEMethod:
                           extras={"templates": _np(out.templates),
                                   "reconstruction": _np(out.reconstruction)})
 
-    def embed(self, model: Any, img0: np.ndarray) -> np.ndarray:
+    def embed(self, model: Any, img0: np.ndarray, *,
+              gt_flow: np.ndarray | None = None) -> np.ndarray:
         import torch
         dev = next(model.parameters()).device
         return _np(model.infer(torch.from_numpy(img0).to(dev)).prior)  # (B, K)
@@ -169,6 +172,7 @@ class FlowSCAEMethod:
     amodal = True
     uses_ground_truth: tuple[str, ...] = ()
     clip_frames = 2
+    standardise_features = False  # SCAE's protocol clusters raw presences in [0, 1]
     budgets = FLOW_BUDGETS
 
     def _flowcaps_checkpoint(self, spec: TrainSpec, cfg) -> Path:
@@ -251,7 +255,7 @@ class FlowSCAEMethod:
                            image_size=flow.config.image_size,
                            trained_with={"config": config, "meta": meta})
 
-    def predict(self, model: FlowSCAEModel, img0: np.ndarray, img1: np.ndarray,
+    def predict(self, model: FlowSCAEModel, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
         """Parts of img0 from FlowCapsules; its object capsules' presences as features."""
         import torch
@@ -270,7 +274,8 @@ class FlowSCAEMethod:
                           visible=_np(pm.visible.view(b, k, h, w)), flow=None,
                           features=_np(feats))
 
-    def embed(self, model: FlowSCAEModel, img0: np.ndarray) -> np.ndarray:
+    def embed(self, model: FlowSCAEModel, img0: np.ndarray, *,
+              gt_flow: np.ndarray | None = None) -> np.ndarray:
         import torch
         dev = next(model.ocae.parameters()).device
         x = torch.from_numpy(img0).to(dev)
