@@ -1,7 +1,7 @@
 """Result records: one JSON file per method x dataset x profile x variant x seed.
 
 A record holds the metrics, the full config, the data's manifest hash, the checkpoint (path and
-sha256), the git commit, the machine, the device, wall times, the exact command and timestamps.
+sha256), the git commit the run started from, the machine, the device, wall times, the exact command and timestamps.
 Records live in a tree, `<root>/<dataset>/<method>/<profile>/<stem>.json` (`record_path`); the
 committed ones under `results/records`, a user's own under `runs/records` (git-ignored). The
 tables select by the fields inside a record, never by its place in the tree.
@@ -120,13 +120,23 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
                 checkpoint: str | None, device: str, wall: dict, started_at: str,
                 command: str | None = None, checkpoint_sha256: str | None = None,
                 uses_ground_truth: tuple[str, ...] = (), amodal: bool = True,
-                test_limit: int | None = None, partial: bool | None = None) -> dict[str, Any]:
+                test_limit: int | None = None, partial: bool | None = None,
+                git: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble a record (plain JSON data); `device` is as requested, "auto" is resolved.
+
+    `git` is the checkout's state when the run started (`git_state()`, read now if None): the
+    code that ran. When the checkout changed while it ran, the record says so and names the state
+    at its end (`git.at_end`), so `git diff` shows what changed.
 
     A `partial` record scored fewer test pairs than its profile's test split (by default: any
     run with a test limit); the tables skip it.
     """
     machine = machine_info(device)
+    end = git_state()
+    if git is None:
+        git = end
+    elif end != git:
+        git = {**git, "at_end": end}
     return {
         "record_version": RECORD_VERSION,
         "method": method, "dataset": dataset, "profile": profile,
@@ -137,7 +147,7 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
         "test_limit": test_limit,
         "metrics": metrics, "config": config, "data": data, "checkpoint": checkpoint,
         "checkpoint_sha256": checkpoint_sha256,
-        "git": git_state(), "machine": machine, "device": machine["device"],
+        "git": git, "machine": machine, "device": machine["device"],
         "device_requested": device,
         "wall_s": wall, "command": command or command_line(),
         "started_at": started_at, "finished_at": now(),

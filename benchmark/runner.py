@@ -202,7 +202,7 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
             echo(f"record exists, skipping seed {seed}: {target} (--force redoes it)")
             written.append(target)
             continue
-        started, t_run = records.now(), time.time()
+        started, t_run, git = records.now(), time.time(), records.git_state()
         run_seed = derive_seed(seed, method.name, req.dataset)
         spec = TrainSpec(dataset=req.dataset, profile=req.profile, seed=run_seed,
                          data_root=train_root or eval_root,
@@ -236,7 +236,7 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
             config={"train": train_config_used, "model": loaded.config,
                     "trained_with": loaded.trained_with}, data=data_info,
             checkpoint=str(checkpoint), checkpoint_sha256=records.file_sha256(checkpoint),
-            device=req.device, wall=wall, started_at=started,
+            device=req.device, wall=wall, started_at=started, git=git,
             uses_ground_truth=tuple(method.uses_ground_truth), amodal=method.amodal,
             test_limit=req.test_limit, partial=p.partial_pairs is not None)
         path = records.write_record(req.results, rec, force=req.force)

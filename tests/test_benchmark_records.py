@@ -121,3 +121,13 @@ def test_git_state_outside_a_checkout_takes_the_senders_commit(tmp_path, monkeyp
     assert state["commit"] == "abc123" and state["dirty"] is None
     # inside a checkout the checkout's own commit wins
     assert records.git_state()["commit"] != "abc123"
+
+
+def test_a_record_names_the_code_at_its_start_and_a_change_during_the_run(monkeypatch):
+    start = {"commit": "aaa", "dirty": False}
+    monkeypatch.setattr(records, "git_state", lambda root=None: dict(start))
+    assert _record(git=start)["git"] == start  # unchanged: no flag
+    monkeypatch.setattr(records, "git_state", lambda root=None: {"commit": "bbb", "dirty": False})
+    changed = _record(git=start)["git"]
+    assert changed == {"commit": "aaa", "dirty": False,
+                       "at_end": {"commit": "bbb", "dirty": False}}
