@@ -27,6 +27,20 @@ def test_every_committed_checkpoint_and_record_point_at_each_other(in_repo):
             assert records.file_sha256(Path(rec["checkpoint"])) == rec["checkpoint_sha256"]
 
 
+def test_every_committed_checkpoint_loads_with_the_method_of_its_record(in_repo):
+    from benchmark.registry import get_method
+    seen = set()
+    for path in sorted(records.COMMITTED.rglob("*.json")):
+        rec = records.read_record(path)
+        if rec["checkpoint_sha256"] is None or rec["checkpoint"] in seen:
+            continue
+        seen.add(rec["checkpoint"])
+        loaded = get_method(rec["method"]).load(Path(rec["checkpoint"]))
+        assert loaded.image_size == 64, rec["checkpoint"]
+    assert {"checkpoints/psd_geo_quick.pt", "checkpoints/rnem_geo_quick.pt",
+            "checkpoints/flowscae_geo_quick.pt"} <= seen
+
+
 def test_the_quick_checkpoint_names_the_record_it_made(in_repo):
     prov = json.loads(Path("checkpoints/flowcaps_geo_quick.json").read_text())
     [entry] = prov["records"]
