@@ -3,18 +3,19 @@
 half-written file never looks complete.
 
 Each baseline's own `checkpoint` module names its format, its error and its model; this module
-holds the file handling they share.
+holds what they share, on top of FlowCapsules' file handling (`flowcaps.checkpoint`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+from flowcaps.checkpoint import read_blob, write_blob
 
 
 @dataclass(frozen=True)
@@ -56,38 +57,16 @@ def write(path: str | Path, fmt: str, config_json: str, model: torch.nn.Module, 
           optimizer: torch.optim.Optimizer | None = None, progress: dict[str, Any] | None = None,
           meta: dict[str, Any] | None = None) -> Path:
     """Config, weights and meta (plus the optimiser and progress of a resumable run)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob: dict[str, Any] = {"format": fmt, "config": config_json,
-                            "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                            "meta": json.dumps(meta or {}, sort_keys=True)}
-    if optimizer is not None:
-        blob["optimizer"] = optimizer.state_dict()
-    if progress is not None:
-        blob["progress"] = json.dumps(progress, sort_keys=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
-    return path
+    return write_blob(path, fmt, config_json, model, optimizer=optimizer, progress=progress,
+                      meta=meta)
 
 
 def read(path: str | Path, fmt: str, what: str, error: type[Exception]) -> dict[str, Any]:
     """The raw dict; `error` with one line for a missing, corrupt or foreign file (`what` names
     the kind of checkpoint expected, e.g. "a PSD")."""
-    path = Path(path)
-    if not path.is_file():
+    if not Path(path).is_file():
         raise error(f"checkpoint {path} does not exist")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises several types for truncated or foreign files
-        raise error(f"cannot read checkpoint {path}: corrupt or not a torch file "
-                    f"({type(err).__name__})") from None
-    if not isinstance(blob, dict) or blob.get("format") != fmt:
-        raise error(f"{path} is not {what} checkpoint (format {fmt} expected)")
-    for key in ("config", "model", "meta"):
-        if key not in blob:
-            raise error(f"checkpoint {path} lacks {key!r}")
-    return blob
+    return read_blob(path, fmt, what, error)
 
 
 def meta_of(blob: dict[str, Any]) -> dict[str, Any]:

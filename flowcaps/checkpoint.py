@@ -20,14 +20,16 @@ from flowcaps.model import FlowCapsules
 FORMAT = "flowcaps-checkpoint-v1"
 
 
-def save(path: str | Path, config: TrainConfig, model: FlowCapsules, *,
-         optimizer: torch.optim.Optimizer | None = None, progress: dict[str, Any] | None = None,
-         meta: dict[str, Any] | None = None) -> Path:
+def write_blob(path: str | Path, fmt: str, config_json: str, model: torch.nn.Module, *,
+               optimizer: torch.optim.Optimizer | None = None,
+               progress: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> Path:
+    """Format tag, config, weights and meta (plus the optimiser and progress of a resumable run),
+    written to a temporary name and renamed. The baselines' checkpoints use it too."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     blob: dict[str, Any] = {
-        "format": FORMAT,
-        "config": config.to_json(),
+        "format": fmt,
+        "config": config_json,
         "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "meta": json.dumps(meta or {}, sort_keys=True),
     }
@@ -41,22 +43,34 @@ def save(path: str | Path, config: TrainConfig, model: FlowCapsules, *,
     return path
 
 
-def read(path: str | Path) -> dict[str, Any]:
-    """The raw checkpoint dict, with a clear error for a missing, corrupt or foreign file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FlowcapsError(f"no checkpoint at {path}")
+def read_blob(path: str | Path, fmt: str, what: str, error: type[Exception]) -> dict[str, Any]:
+    """The raw dict of an existing file; `error` with one line for a corrupt or foreign one
+    (`what` names the kind expected, e.g. "a flowcaps")."""
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for truncated or foreign files
-        raise FlowcapsError(f"cannot read checkpoint {path}: corrupt or not a torch file "
-                            f"({type(err).__name__})") from None
-    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise FlowcapsError(f"{path} is not a flowcaps checkpoint (format {FORMAT} expected)")
+        raise error(f"cannot read checkpoint {path}: corrupt or not a torch file "
+                    f"({type(err).__name__})") from None
+    if not isinstance(blob, dict) or blob.get("format") != fmt:
+        raise error(f"{path} is not {what} checkpoint (format {fmt} expected)")
     for key in ("config", "model", "meta"):
         if key not in blob:
-            raise FlowcapsError(f"checkpoint {path} lacks {key!r}")
+            raise error(f"checkpoint {path} lacks {key!r}")
     return blob
+
+
+def save(path: str | Path, config: TrainConfig, model: FlowCapsules, *,
+         optimizer: torch.optim.Optimizer | None = None, progress: dict[str, Any] | None = None,
+         meta: dict[str, Any] | None = None) -> Path:
+    return write_blob(path, FORMAT, config.to_json(), model, optimizer=optimizer,
+                      progress=progress, meta=meta)
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """The raw checkpoint dict, with a clear error for a missing, corrupt or foreign file."""
+    if not Path(path).is_file():
+        raise FlowcapsError(f"no checkpoint at {path}")
+    return read_blob(path, FORMAT, "a flowcaps", FlowcapsError)
 
 
 def config_of(blob: dict[str, Any]) -> TrainConfig:
