@@ -68,11 +68,13 @@ def _upgrade_log(path: Path) -> None:
     tmp.replace(path)
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, error: type[Exception] = FlowcapsError) -> torch.device:
+    """"auto" -> cuda when there is one, else cpu; `error` (the caller's kind, so the baselines
+    share this) when cuda is asked for and absent."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise FlowcapsError("device 'cuda' requested but no CUDA device is available")
+        raise error("device 'cuda' requested but no CUDA device is available")
     return torch.device(name)
 
 

@@ -23,20 +23,13 @@ from baselines.psd.data import load_train
 from baselines.psd.errors import PsdError
 from baselines.psd.losses import LossTerms, kl_per_dim, psd_loss
 from baselines.psd.model import PSD
+from flowcaps.trainer import resolve_device
 
 CKPT_NAME = "checkpoint.pt"  # resumable state of the run
 MODEL_NAME = "model.pt"  # exported weights + config + meta, what `train` returns
 LOG_NAME = "log.csv"
 TERMS = ("flow", "kl", "structure", "local", "image")
 LOG_FIELDS = ("step", "stage", "pairs", "seconds", "loss", *TERMS, "pairs_per_s")
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise PsdError("device 'cuda' requested but no CUDA device is available")
-    return torch.device(name)
 
 
 def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Path:
@@ -93,7 +86,7 @@ def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: 
         raise PsdError(f"flow must be (N={len(frames)}, {size}, {size}, 2), got {list(flow.shape)}")
     if len(frames) < cfg.batch_size:
         raise PsdError(f"{len(frames)} pairs is fewer than one batch of {cfg.batch_size}")
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.device, PsdError)
     if device.type == "cpu":
         if cfg.threads:
             torch.set_num_threads(cfg.threads)

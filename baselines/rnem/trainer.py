@@ -26,20 +26,13 @@ from baselines.rnem.config import TrainConfig
 from baselines.rnem.errors import RnemError
 from baselines.rnem.losses import rnem_loss
 from baselines.rnem.model import RNEM, schedule
+from flowcaps.trainer import resolve_device
 
 CKPT_NAME = "checkpoint.pt"  # resumable state of the run
 MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
 LOG_NAME = "log.csv"
 LOG_FIELDS = ("step", "clips", "seconds", "loss", "intra", "inter", "clips_per_s")
 RUNTIME_FIELDS = ("device", "threads", "out")  # may differ when a run is resumed
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RnemError("device 'cuda' requested but no CUDA device is available")
-    return torch.device(name)
 
 
 def load_clips(root: str | Path, cfg: TrainConfig, split: str = "train") -> np.ndarray:
@@ -135,7 +128,7 @@ def fit(cfg: TrainConfig, clips: np.ndarray, *, progress: bool = True,
                         f"{clips.dtype}{list(clips.shape)}")
     if len(clips) < cfg.batch_size:
         raise RnemError(f"{len(clips)} clips is fewer than one batch of {cfg.batch_size}")
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.device, RnemError)
     if device.type == "cpu":
         torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
         torch.set_flush_denormal(True)  # denormal floats are very slow on x86
