@@ -19,6 +19,8 @@ LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
 CENTER_FORMS = ("spread", "spread_image")
+EDGE_SOURCES = ("gradient", "difference")
+APPEARANCE_BACKGROUNDS = ("colour", "still")
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,9 @@ class TrainConfig:
     # frames blurred by edge_sigma px), each point weighted by 1 / (H W q): still unbiased.
     edge_sampling: float = 0.8
     edge_sigma: float = 3.0
+    # What the density follows: "gradient" |grad I| + |grad I'| (edges of anything), or
+    # "difference" |I' - I| (what moved: a static textured background draws no points).
+    edge_source: str = "gradient"
     blur_sigmas: tuple[float, ...] = (0.0, 1.5, 3.0)  # render-loss pyramid; (0.0,) = paper
     both_directions: bool = True  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
@@ -140,6 +145,9 @@ class TrainConfig:
     center_warmup: float = 0.3
     # Flat-colour layered appearance term (losses.appearance_loss); 0 = off (the paper).
     w_appearance: float = 0.0
+    # The appearance term's background layer: "colour" one flat colour like the capsules' layers,
+    # or "still" the other frame at the same pixel (a static background, textured or not).
+    appearance_background: str = "colour"
     # Weight of losses.overlap_loss: two capsules covering the same pixels while moving alike
     # (duplicates of one shape); 0 = off (the paper). overlap_tau: its flow tolerance in pixels.
     w_overlap: float = 0.0
@@ -166,7 +174,8 @@ class TrainConfig:
     def validate(self) -> None:
         self.model.validate()
         for name, allowed in (("device", DEVICES), ("lr_schedule", SCHEDULES),
-                              ("center_form", CENTER_FORMS)):
+                              ("center_form", CENTER_FORMS), ("edge_source", EDGE_SOURCES),
+                              ("appearance_background", APPEARANCE_BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:

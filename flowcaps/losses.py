@@ -41,16 +41,25 @@ class LossTerms:
     overlap: torch.Tensor
 
 
-def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Where the render loss has signal: |grad I| + |grad I'| widened by a blur: (B, H*W), sums to 1."""
+def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float,
+                 source: str = "gradient") -> torch.Tensor:
+    """Where the render loss has signal, widened by a blur: (B, H*W), each row sums to 1.
+
+    source "gradient": |grad I| + |grad I'|; "difference": |I' - I|, which a static background
+    leaves at zero however textured it is, so the points go to what moved.
+    """
     b, _, h, w = img0.shape
-    e = img0.new_zeros(b, 1, h, w)
-    for img in (img0, img1):
-        gx = F.pad((img[..., :, 1:] - img[..., :, :-1]).abs().sum(1, keepdim=True), (0, 1, 0, 0))
-        gy = F.pad((img[..., 1:, :] - img[..., :-1, :]).abs().sum(1, keepdim=True), (0, 0, 0, 1))
-        e = e + gx + gy  # (B, 1, H, W)
+    if source == "difference":
+        e = (img1 - img0).abs().sum(1, keepdim=True)  # (B, 1, H, W)
+    else:
+        e = img0.new_zeros(b, 1, h, w)
+        for img in (img0, img1):
+            gx = F.pad((img[..., :, 1:] - img[..., :, :-1]).abs().sum(1, keepdim=True), (0, 1, 0, 0))
+            gy = F.pad((img[..., 1:, :] - img[..., :-1, :]).abs().sum(1, keepdim=True), (0, 0, 0, 1))
+            e = e + gx + gy  # (B, 1, H, W)
     e = geometry.gaussian_blur(e, sigma).reshape(b, h * w)  # (B, H*W)
-    return e / e.sum(1, keepdim=True).clamp_min(1e-12)
+    total = e.sum(1, keepdim=True)  # (B, 1); 0 for a pair where nothing moved (difference)
+    return torch.where(total > 0, e / total.clamp_min(1e-12), torch.full_like(e, 1.0 / (h * w)))
 
 
 def _gen_device(gen: torch.Generator | None) -> torch.device:
@@ -116,7 +125,10 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     vis = pm.visible[:, :, :p]  # (B, K, P)
     render = render_loss(pyr_src, pyr_dst, idx, u, phi, weight)
     if cfg.w_appearance > 0:
-        appearance = appearance_loss(vis, geometry.gather_pixels(pyr_src[0], idx).float(), weight)
+        still = (geometry.gather_pixels(pyr_dst[0], idx).float()
+                 if cfg.appearance_background == "still" else None)
+        appearance = appearance_loss(vis, geometry.gather_pixels(pyr_src[0], idx).float(), weight,
+                                     still)
     else:
         appearance = phi.new_zeros(())
     if cfg.w_overlap > 0:
@@ -180,18 +192,25 @@ def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, 
     return (pairs * weight).mean()
 
 
-def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor,
+                    still: torch.Tensor | None = None) -> torch.Tensor:
     """Each visible layer explains its pixels with one colour: a dense signal for the masks.
 
     vis (B, K, P) capsule visibility (the background takes the rest), target (B, 3, P) the src
-    pixels, weight (B, P) importance weights. Each layer's colour is its visibility-weighted mean
-    (closed form); the loss is the squared error of the layered flat-colour image. The flow loss
-    only sees edges of flat shapes; this one also constrains their interiors.
+    pixels, weight (B, P) importance weights. Each capsule layer's colour is its
+    visibility-weighted mean (closed form); the loss is the squared error of the layered image.
+    The flow loss only sees edges of flat shapes; this one also constrains their interiors.
+    The background layer is one flat colour too, unless `still` (B, 3, P) gives it the other
+    frame's pixels (TrainConfig.appearance_background "still"): a static background then explains
+    itself however textured, and a capsule gains nothing by carving a photograph into regions.
     """
-    layers = torch.cat([vis, (1 - vis.sum(1, keepdim=True)).clamp_min(0)], 1)  # (B, K+1, P)
-    wl = layers * weight[:, None]  # (B, K+1, P)
-    colour = torch.einsum("bkp,bcp->bkc", wl, target) / wl.sum(2)[..., None].clamp_min(1e-6)  # (B, K+1, 3)
+    bg = (1 - vis.sum(1, keepdim=True)).clamp_min(0)  # (B, 1, P)
+    layers = vis if still is not None else torch.cat([vis, bg], 1)  # (B, K or K+1, P)
+    wl = layers * weight[:, None]  # (B, K(+1), P)
+    colour = torch.einsum("bkp,bcp->bkc", wl, target) / wl.sum(2)[..., None].clamp_min(1e-6)  # (B, K(+1), 3)
     recon = torch.einsum("bkp,bkc->bcp", layers, colour)  # (B, 3, P)
+    if still is not None:
+        recon = recon + bg * still  # (B, 3, P)
     return (((recon - target) ** 2).sum(1) * weight).mean()
 
 
@@ -228,7 +247,7 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     c1 = tuple(x[b:] for x in caps)
     pyr0 = [geometry.gaussian_blur(img0, s) for s in cfg.blur_sigmas]
     pyr1 = [geometry.gaussian_blur(img1, s) for s in cfg.blur_sigmas]
-    density = edge_density(img0, img1, cfg.edge_sigma) if cfg.edge_sampling > 0 else None
+    density = edge_density(img0, img1, cfg.edge_sigma, cfg.edge_source) if cfg.edge_sampling > 0 else None
     idx, wt = sample_indices(b, h, w, cfg.points, gen, img0.device, density, cfg.edge_sampling)
     with ctx:
         terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt)]

@@ -30,6 +30,22 @@ def test_appearance_is_zero_on_the_true_layers_and_grows_with_misfit():
     assert float(appearance_loss(half, target, weight)) > 1e-3
 
 
+def test_still_background_explains_a_textured_static_background():
+    """appearance_background "still": a capsule carving a textured background costs, it never pays."""
+    target, inside = _two_regions()
+    gen = torch.Generator().manual_seed(0)
+    texture = torch.rand(1, 3, H * W, generator=gen)  # (1, 3, P): a photograph's stand-in
+    target = torch.where(inside, target, texture)  # red shape on the left, texture on the right
+    weight = torch.ones(1, H * W)
+    shape = inside.float()[None, None]  # (1, 1, P)
+    carve = torch.cat([shape, (~inside & (torch.arange(H * W) < H * W // 2)).float()[None, None]], 1)
+    # the other frame equals this one where the background did not move
+    assert float(appearance_loss(shape, target, weight, target)) < 1e-10
+    assert float(appearance_loss(carve, target, weight, target)) > 1e-3
+    # with a flat background colour instead, carving the texture lowers the loss
+    assert float(appearance_loss(carve, target, weight)) < float(appearance_loss(shape, target, weight))
+
+
 def test_capsule_codes_are_shared_by_every_image():
     torch.manual_seed(0)
     model = FlowCapsules(ModelConfig(image_size=32, num_capsules=3, shape_code="capsule"))
