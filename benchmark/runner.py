@@ -275,3 +275,34 @@ def ablation_requests(base: RunRequest) -> list[RunRequest]:
     if not hasattr(method, "axes"):
         raise BenchmarkError(f"{method.name} has no Table 3 axes to ablate")
     return [replace(base, variant=v) for v in ablation_grid(method, base.dataset, base.profile)]
+
+
+def execute_all(plans: list[Plan], jobs: int, echo=print) -> list[Path]:
+    """Execute the plans, `jobs` at a time in processes of their own (one accelerator shared by
+    several small runs); jobs 1 runs them here one after the other. The data is made first,
+    once, so no two processes write one folder."""
+    if jobs <= 1:
+        return [path for p in plans for path in execute(p, echo=echo)]
+    for p in plans:
+        p.eval_data.ensure(False, echo)
+        if p.train_data is not None:
+            p.train_data.ensure(False, echo)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    # spawn: a CUDA context does not survive fork, and each run starts from a clean interpreter.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_execute_logged, p): p for p in plans}
+        written = []
+        for future in as_completed(futures):
+            paths, lines = future.result()
+            tag = futures[future].req.variant.tag() or "default"
+            for line in lines:
+                echo(f"[{tag}] {line}")
+            written += paths
+    return written
+
+
+def _execute_logged(p: Plan) -> tuple[list[Path], list[str]]:
+    """execute() without progress bars, its messages returned to the parent."""
+    lines: list[str] = []
+    return execute(p, progress=False, echo=lines.append), lines
