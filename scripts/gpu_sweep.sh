@@ -1,12 +1,15 @@
 #!/bin/bash
 # FlowCapsules' gpu profile with several config overrides side by side on one GPU, each
-# evaluated by flowbench on the Geo test split; everything that matters comes back as one tar.
+# evaluated by flowbench on its dataset's test split; everything that matters comes back as one tar.
 #
-#   scripts/gpu_sweep.sh MINUTES 'name:--set key=value --set key=value' 'name2:' ...
+#   scripts/gpu_sweep.sh MINUTES 'name:--set key=value --set key=value' 'name2@geo+:' ...
 #
-# Uses the machine's own python3 (torch, h5py, click, tqdm, scipy, scikit-learn, scikit-image)
-# with this checkout on PYTHONPATH. Steps: make data/geo-gpu (the paper's 100k training pairs)
-# unless there; a 20-step check of training and evaluation on the GPU (which also warms
+# A run trains on Geo unless its name ends in @geo+. DATA_GEO / DATA_GEOPLUS name other data
+# folders (taken as they are, e.g. a smaller set for a dry run on the CPU with DEVICE=cpu),
+# EVAL_ARGS adds options to every evaluation (e.g. --test-limit 100). Uses the machine's own python3 (torch,
+# h5py, click, tqdm, scipy, scikit-learn, scikit-image) with this checkout on PYTHONPATH. Steps:
+# make data/geo-gpu and data/geoplus-gpu (the paper's 100k training pairs) where a run needs
+# them; a 20-step check of training and evaluation on the GPU (which also warms
 # torch.compile's cache); then the runs, then their evaluations, all in parallel.
 set -u
 OUT=${OUT:-gpu-out}
@@ -18,42 +21,56 @@ python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_devic
 git rev-parse HEAD 2>/dev/null || echo "no git here; records say commit ${FLOWBENCH_SOURCE_COMMIT:-unknown}"
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+names=(); seeds=(); sets=(); datasets=()
+for spec in "$@"; do
+    name=${spec%%:*}; dataset=geo
+    [[ $name == *@* ]] && { dataset=${name#*@}; name=${name%@*}; }
+    names+=("$name"); datasets+=("$dataset"); sets+=("${spec#*:}")
+    # a run's record names its seed: take it from the run's --seed (default 0)
+    seed=$(sed -n 's/.*--seed[ =]\([0-9][0-9]*\).*/\1/p' <<< "${spec#*:}"); seeds+=("${seed:-0}")
+done
+# shellcheck disable=SC2068  # one argument per dataset named
 python3 -c "
-from benchmark.runner import default_data_root, ensure_dataset
-ensure_dataset('geo', 'gpu', default_data_root('geo', 'gpu'), progress=False)
-" || exit 1
+import sys
+from benchmark import datasets
+from benchmark.profiles import default_data_root
+for d in sorted(set(sys.argv[1:])):
+    if d == 'geo' and '${DATA_GEO:-}' or d == 'geo+' and '${DATA_GEOPLUS:-}':
+        continue
+    root = default_data_root(d, 'gpu')
+    datasets.ensure(datasets.profile_config(d, 'gpu', root), root, may_make=True,
+                    own_folder=True, progress=False)
+" geo ${datasets[@]} || exit 1
 stamp "data ready"
-train() {  # name, extra args...
-    local name=$1; shift
-    OMP_NUM_THREADS=4 python3 -m flowcaps.cli train data/geo-gpu --profile gpu --device "${DEVICE:-cuda}" \
-        --out "runs/sweep/$name" --quiet "$@"
+folder() { [ "$1" = geo+ ] && echo "${DATA_GEOPLUS:-data/geoplus-gpu}" || echo "${DATA_GEO:-data/geo-gpu}"; }
+train() {  # name, dataset, extra args...
+    local name=$1 dataset=$2; shift 2
+    OMP_NUM_THREADS=4 python3 -m flowcaps.cli train "$(folder "$dataset")" --profile gpu \
+        --device "${DEVICE:-cuda}" --out "runs/sweep/$name" --quiet "$@"
 }
-evaluate() {  # name, extra args...
-    local name=$1; shift
-    OMP_NUM_THREADS=4 python3 -m benchmark.cli run flowcaps --profile gpu \
+evaluate() {  # name, dataset, extra args...
+    local name=$1 dataset=$2; shift 2
+    OMP_NUM_THREADS=4 python3 -m benchmark.cli run flowcaps --profile gpu --dataset "$dataset" \
         --checkpoint "runs/sweep/$name/model.pt" --results "runs/sweep/$name/results" \
-        --runs "runs/sweep/$name/flowbench" "$@"
+        --runs "runs/sweep/$name/flowbench" --data "$(folder "$dataset")" ${EVAL_ARGS:-} "$@"
 }
 # CHECK=0 skips the check (a short lease: each run then compiles inside its own budget)
 if [ "${CHECK:-1}" != 0 ]; then
-    if ! { train check --epochs 1 --max-pairs 2560 > "$OUT/check.log" 2>&1 &&
-           evaluate check --test-limit 200 >> "$OUT/check.log" 2>&1; }; then
+    if ! { train check geo --epochs 1 --max-pairs 2560 > "$OUT/check.log" 2>&1 &&
+           evaluate check geo --test-limit 200 >> "$OUT/check.log" 2>&1; }; then
         tail -n 20 "$OUT/check.log"; stamp "the GPU check failed"; exit 1
     fi
     stamp "GPU check passed"
 fi
-names=(); seeds=()
-for spec in "$@"; do
-    name=${spec%%:*}; names+=("$name")
-    # a run's record names its seed: take it from the run's --seed (default 0)
-    seed=$(sed -n 's/.*--seed[ =]\([0-9][0-9]*\).*/\1/p' <<< "${spec#*:}"); seeds+=("${seed:-0}")
+for i in "${!names[@]}"; do
     # shellcheck disable=SC2086  # the overrides are meant to split into words
-    train "$name" --max-minutes "$minutes" ${spec#*:} > "$OUT/$name.log" 2>&1 &
+    train "${names[$i]}" "${datasets[$i]}" --max-minutes "$minutes" ${sets[$i]} \
+        > "$OUT/${names[$i]}.log" 2>&1 &
 done
 wait
 stamp "training done"
 for i in "${!names[@]}"; do
-    evaluate "${names[$i]}" --seeds "${seeds[$i]}" >> "$OUT/${names[$i]}.log" 2>&1 &
+    evaluate "${names[$i]}" "${datasets[$i]}" --seeds "${seeds[$i]}" >> "$OUT/${names[$i]}.log" 2>&1 &
 done
 wait
 stamp "evaluation done"
