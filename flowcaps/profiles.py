@@ -46,7 +46,7 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
         blur_sigmas=(0.0, 1.5, 3.0),  # "Blurred render levels"
         both_directions=True,  # "Both directions": twice the signal per encoder pass
         w_center=0.1, center_form="spread_image", center_warmup=0.3,  # "The centre term"
-        w_appearance=3.0,  # "Appearance term"
+        w_appearance=3.0, appearance_background="still",  # "Appearance term"
         prior_anneal=0.5,  # "Translation from a heat map": the ring prior fades out
         colour_shuffle=True,  # "Colour shuffle"
     )
