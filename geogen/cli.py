@@ -199,3 +199,7 @@ def show(root, split, index, out):
     image_format(out)  # an unknown extension is refused before any data is read
     sheet = contact_sheet(Path(root), split, parse_indices(index), out)
     click.echo(f"wrote {sheet.path}; {legend(sheet.max_flow)}")
+
+
+if __name__ == "__main__":  # `python -m geogen.cli`, as on a machine without the console scripts
+    main()

@@ -163,3 +163,14 @@ def test_the_default_out_follows_the_variant(tmp_path, monkeypatch):
     res = CliRunner().invoke(main, ["make", "--n", "4", "--val", "0", "--test", "0", "--size",
                                     "32", "--workers", "1", "--quiet"])
     assert res.exit_code == 0 and (tmp_path / "data" / "geo" / "manifest.json").exists()
+
+
+def test_python_dash_m_runs_the_cli():
+    """`python -m geogen.cli` is the command line, not a silent no-op (exit 0, nothing made)."""
+    import subprocess
+    import sys
+    ok = subprocess.run([sys.executable, "-m", "geogen.cli", "make", "--help"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and "--variant" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "geogen.cli", "make"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--n" in bad.stderr
