@@ -19,7 +19,6 @@ LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
 CENTER_FORMS = ("spread", "spread_image")
-EDGE_SOURCES = ("gradient", "difference")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
 
 
@@ -130,9 +129,6 @@ class TrainConfig:
     # frames blurred by edge_sigma px), each point weighted by 1 / (H W q): still unbiased.
     edge_sampling: float = 0.8
     edge_sigma: float = 3.0
-    # What the density follows: "gradient" |grad I| + |grad I'| (edges of anything), or
-    # "difference" |I' - I| (what moved: a static textured background draws no points).
-    edge_source: str = "gradient"
     blur_sigmas: tuple[float, ...] = (0.0, 1.5, 3.0)  # render-loss pyramid; (0.0,) = paper
     both_directions: bool = True  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
@@ -174,7 +170,7 @@ class TrainConfig:
     def validate(self) -> None:
         self.model.validate()
         for name, allowed in (("device", DEVICES), ("lr_schedule", SCHEDULES),
-                              ("center_form", CENTER_FORMS), ("edge_source", EDGE_SOURCES),
+                              ("center_form", CENTER_FORMS),
                               ("appearance_background", APPEARANCE_BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
