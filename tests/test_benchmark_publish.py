@@ -129,11 +129,12 @@ def test_show_draws_a_committed_record_on_a_fresh_clone(in_repo, tmp_path, monke
 
 
 def test_show_names_a_checkpoint_that_is_not_in_the_repository(in_repo, tmp_path):
-    res = CliRunner().invoke(main, ["show", "results/records/geo/flowcaps/quick/seed0.json",
-                                    "-o", str(tmp_path / "f.png")])
+    path = "results/records/geo/flowcaps/quick/seed0.json"
+    missing = records.read_record(Path(path))["checkpoint"]
+    assert missing.startswith("runs/")  # a run folder this record's machine did not commit
+    res = CliRunner().invoke(main, ["show", path, "-o", str(tmp_path / "f.png")])
     assert res.exit_code == 1 and res.output.count("\n") == 1
-    assert "its checkpoint runs/flowbench/flowcaps_geo_quick_seed0/model.pt is not on this " \
-           "machine (not in the repository" in res.output
+    assert f"its checkpoint {missing} is not on this machine (not in the repository" in res.output
 
 
 def test_show_a_checkpoint_makes_the_few_test_pairs_it_needs(in_repo, tmp_path, monkeypatch):
