@@ -120,19 +120,14 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
     """Run Table 3's grid for FlowCapsules (benchmark/paper_tables.py: K, |s|; decoder depth
     and depth ordering on Geo)."""
     from benchmark.paper_tables import TABLE3_METHOD
-    from benchmark.runner import RunRequest, ablation_requests, execute, execute_all, plan
+    from benchmark.runner import RunRequest, ablation_requests, execute_all, plan
     base = RunRequest(method=TABLE3_METHOD, dataset=dataset, profile=profile,
                       seeds=_seeds(seeds), data=data, make_data=make_data, results=results,
                       runs=runs, device=device, force=force)
     plans = [plan(r) for r in ablation_requests(base)]  # every run checked before the first
     click.echo(f"{len(plans)} runs, {plans[0].method.budgets[profile]} each per seed"
                + (f", {jobs} at a time" if jobs > 1 else ""))
-    if jobs > 1:
-        execute_all(plans, jobs, echo=click.echo)
-        return
-    for p in plans:
-        click.echo(f"== ablation {p.req.variant.tag() or 'default'}")
-        execute(p, echo=click.echo)
+    execute_all(plans, jobs, echo=click.echo)
 
 
 @main.command("table")

@@ -282,7 +282,11 @@ def execute_all(plans: list[Plan], jobs: int, echo=print) -> list[Path]:
     several small runs); jobs 1 runs them here one after the other. The data is made first,
     once, so no two processes write one folder."""
     if jobs <= 1:
-        return [path for p in plans for path in execute(p, echo=echo)]
+        written = []
+        for p in plans:
+            echo(f"== ablation {p.req.variant.tag() or 'default'}")
+            written += execute(p, echo=echo)
+        return written
     for p in plans:
         p.eval_data.ensure(False, echo)
         if p.train_data is not None:
