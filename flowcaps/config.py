@@ -29,11 +29,7 @@ class ModelConfig:
     image_size: int = 64
     num_capsules: int = 8  # K
     capsule_dim: int = 32  # C = |s| + 4 pose numbers + 1 depth
-    enc_channels: tuple[int, ...] = (32, 32, 64, 64)  # 3x3 conv(s) + ReLU + 2x2 avg-pool each
-    # More 3x3 convs (+ ReLU) in every block but the first (full resolution is where a conv
-    # costs most and reaches least). With none, a heat-map cell sees 18 px at 64 px, about one
-    # shape: enough for a flat colour, not to tell a textured shape's outline from a photograph.
-    enc_extra_convs: int = 0
+    enc_channels: tuple[int, ...] = (32, 32, 64, 64)  # one 3x3 conv + ReLU + 2x2 avg-pool each
     enc_hidden: int = 256  # the tanh fully connected layer
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
     # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
@@ -90,8 +86,6 @@ class ModelConfig:
             raise FlowcapsError(f"depth_init ({self.depth_init}) must exceed depth_min ({self.depth_min})")
         if self.pooled_params and self.translation_head != "softargmax":
             raise FlowcapsError("pooled_params needs translation_head softargmax")
-        if self.enc_extra_convs < 0:
-            raise FlowcapsError(f"enc_extra_convs must be >= 0, got {self.enc_extra_convs}")
         if self.dec_depth < 1:
             raise FlowcapsError(f"dec_depth must be >= 1, got {self.dec_depth}")
         pools = len(self.enc_channels)

@@ -48,19 +48,13 @@ class Encoder(nn.Module):
         self.cfg = cfg
         c_in = 3 + (2 if cfg.coord_channels else 0)
         self.convs = nn.ModuleList()
-        # The blocks' further convs (enc_extra_convs), none in the first block; kept apart so
-        # checkpoints of one-conv encoders keep their parameter names.
-        self.extra = nn.ModuleList()
-        for i, c_out in enumerate(cfg.enc_channels):
+        for c_out in cfg.enc_channels:
             self.convs.append(nn.Conv2d(c_in, c_out, 3, padding=1))
-            if cfg.enc_extra_convs:
-                self.extra.append(nn.ModuleList(nn.Conv2d(c_out, c_out, 3, padding=1)
-                                                for _ in range(cfg.enc_extra_convs if i else 0)))
             c_in = c_out
         # "softargmax" translation head: K heat maps from the last-but-one block (before its
         # pooling), t_k their spatial expectation; detection by local features gives capsules an
         # identity by appearance and learns positions far faster than regressing them through FCs.
-        # That block has 16x16 cells at 64 px, each seeing 18 px (30 with one extra conv).
+        # That block has 16x16 cells at 64 px, each seeing 18 px: about one Geo shape.
         self.heat_block = max(len(cfg.enc_channels) - 2, 0)
         if cfg.translation_head == "softargmax":
             self.heat = nn.Conv2d(cfg.enc_channels[self.heat_block], cfg.num_capsules, 1)
@@ -122,8 +116,6 @@ class Encoder(nn.Module):
         t = local = None
         for i, conv in enumerate(self.convs):
             x = F.relu(conv(x))  # (B, c, h, w)
-            for more in (self.extra[i] if self.extra else ()):
-                x = F.relu(more(x))  # (B, c, h, w)
             if i == self.heat_block and self.cfg.translation_head == "softargmax":
                 logits = self.heat(x).flatten(2).float() + self.prior_gain * self.heat_prior  # (B, K, h*w)
                 attn = torch.softmax(logits, -1)  # (B, K, h*w)

@@ -126,34 +126,6 @@ def test_ablation_switches_build_and_run(changes):
     assert n_hidden == model.config.dec_depth - 1
 
 
-def test_extra_convs_widen_the_receptive_field_and_keep_one_conv_names():
-    """An extra conv per block: a pixel change reaches the heat maps from further away; without
-    it the parameter names are those of older checkpoints."""
-    names = set(FlowCapsules(SMALL).state_dict())
-    assert not any(n.startswith("encoder.extra") for n in names)
-    torch.manual_seed(0)
-    cfg = dataclasses.replace(SMALL, translation_head="softargmax", coord_channels=False,
-                              enc_channels=(16, 16, 16), enc_extra_convs=1)
-    model = FlowCapsules(cfg)
-    assert sum(isinstance(m, torch.nn.Conv2d) for m in model.encoder.modules()) == 3 + 2 + 1
-
-    def reach(m):  # input rows that move one heat-map cell's logit
-        out = {}
-        m.encoder.heat.register_forward_hook(lambda mod, i, o: out.setdefault("heat", o))
-        img = torch.rand(1, 3, 32, 32, requires_grad=True)
-        m.encoder(img)
-        out["heat"][0, 0, 4, 4].backward()
-        rows = img.grad.abs().sum((0, 1, 3)).nonzero()[:, 0]
-        return int(rows.max() - rows.min()) + 1
-
-    # heat maps after one pool (16x16 cells at 32 px): 3 + 1 + 2*2 = 8 px without the extra
-    # conv (the 2x2 pool adds one), 3 + 1 + 2*2*2 = 12 px with it in the second block
-    assert reach(FlowCapsules(dataclasses.replace(cfg, enc_extra_convs=0))) == 8
-    assert reach(model) == 12
-    with pytest.raises(FlowcapsError, match="enc_extra_convs"):
-        FlowCapsules(dataclasses.replace(SMALL, enc_extra_convs=-1))
-
-
 def test_config_json_round_trip_and_errors():
     cfg = PROFILES["quick"](out="somewhere").replace(blur_sigmas=[0.0, 2.0], model={"num_capsules": 5})
     assert cfg.blur_sigmas == (0.0, 2.0) and cfg.model.num_capsules == 5
