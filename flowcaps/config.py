@@ -148,9 +148,6 @@ class TrainConfig:
     # (duplicates of one shape); 0 = off (the paper). overlap_tau: its flow tolerance in pixels.
     w_overlap: float = 0.0
     overlap_tau: float = 1.0
-    # Weight of losses.layer_loss: each visible layer predicts its pixels by its own motion, the
-    # background by none; 0 = off (the paper).
-    w_layers: float = 0.0
     # Fade the heat maps' spatial prior out over this fraction of the run (0 = keep it): it breaks
     # the capsules' symmetry at the start, but kept, a capsule owns a region, not a kind of shape.
     prior_anneal: float = 0.0
@@ -186,8 +183,6 @@ class TrainConfig:
             raise FlowcapsError("points and smooth_points must be >= 0")
         if not self.blur_sigmas or any(s < 0 for s in self.blur_sigmas):
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
-        if self.w_layers < 0:
-            raise FlowcapsError(f"w_layers must be >= 0, got {self.w_layers}")
         if self.w_overlap < 0 or self.overlap_tau <= 0:
             raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
                                 f"{self.w_overlap} and {self.overlap_tau}")

@@ -3,7 +3,7 @@
 Letters: B batch, K capsules, P sampled points, H, W image side.
 
 L = L_render + w_smooth * L_smooth + w_center * L_center + w_appearance * L_appearance
-    + w_overlap * L_overlap + w_layers * L_layers,
+    + w_overlap * L_overlap,
 with every expectation over pixels estimated at P pixel centres drawn per image (the loss is an
 expectation over u, so sampling is an unbiased estimate of it; P = 0 uses the full grid). The
 paper's loss is the first three terms.
@@ -18,7 +18,6 @@ paper's loss is the first three terms.
 - L_appearance (ours): the visible layers, each filled with its mean colour, rebuild the frame
   (`appearance_loss`).
 - L_overlap (ours): two capsules covering the same pixels while moving alike (`overlap_loss`).
-- L_layers (ours): each visible layer predicts its pixels by its own motion (`layer_loss`).
 """
 from __future__ import annotations
 
@@ -40,7 +39,6 @@ class LossTerms:
     center: torch.Tensor
     appearance: torch.Tensor
     overlap: torch.Tensor
-    layers: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -114,11 +112,6 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     phi_all = model.flow_at(pm, pose_next, u_all)  # (B, P + 2 Ps, 2)
     p = u.shape[1]
     phi = phi_all[:, :p]  # (B, P, 2)
-    if cfg.w_layers > 0:
-        own = geometry.capsule_flow(pm.v[:, :, :p], pose_next, u)  # (B, K, P, 2)
-        layers = layer_loss(pyr_src, pyr_dst, idx, u, own, pm.visible[:, :, :p], weight)
-    else:
-        layers = phi.new_zeros(())
 
     vis = pm.visible[:, :, :p]  # (B, K, P)
     render = render_loss(pyr_src, pyr_dst, idx, u, phi, weight)
@@ -148,9 +141,9 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-             + cfg.w_appearance * appearance + cfg.w_overlap * overlap + cfg.w_layers * layers)
+             + cfg.w_appearance * appearance + cfg.w_overlap * overlap)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance, overlap=overlap, layers=layers)
+                     appearance=appearance, overlap=overlap)
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -166,29 +159,6 @@ def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: t
         pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
         render = render + (((pred - target) ** 2).sum(1) * weight).mean()
     return render / len(pyr_src)
-
-
-def layer_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
-               u: torch.Tensor, own: torch.Tensor, vis: torch.Tensor,
-               weight: torch.Tensor) -> torch.Tensor:
-    """E_u[sum_k Lambda+_k r_k + (1 - sum_k Lambda+_k) r_0], averaged over the pyramid.
-
-    r_k(u) = || dst(T_k(u)) - src(u) ||^2 is capsule k's own motion's error, r_0 the background's
-    (no motion). own (B, K, P, 2) T_k(u) - u at the points u (B, P, 2); vis (B, K, P); the rest
-    as `render_loss`. The render loss warps by the blend of the layers' flows, so a mask learns
-    only through the image gradient at the blended point: on a texture a few pixels off, noise.
-    Here each pixel goes to the layer whose own motion explains it, however far the others are.
-    """
-    b, k, p, _ = own.shape
-    bg = (1 - vis.sum(1)).clamp_min(0)  # (B, P)
-    total = own.new_zeros(())
-    for src, dst in zip(pyr_src, pyr_dst):
-        target = geometry.gather_pixels(src, idx).float()  # (B, 3, P)
-        moved = geometry.sample_at(dst, (u[:, None] + own).reshape(b, k * p, 2)).float()  # (B, 3, K*P)
-        r = ((moved.view(b, -1, k, p) - target[:, :, None]) ** 2).sum(1)  # (B, K, P)
-        r0 = ((geometry.gather_pixels(dst, idx).float() - target) ** 2).sum(1)  # (B, P)
-        total = total + (((vis * r).sum(1) + bg * r0) * weight).mean()
-    return total / len(pyr_src)
 
 
 def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u: torch.Tensor,

@@ -1,9 +1,9 @@
-"""The loss terms beyond the paper's (appearance, overlap, layers), the blur pyramid, colour shuffle."""
+"""The loss terms beyond the paper's (appearance, overlap), the blur pyramid, colour shuffle."""
 import torch
 
 from flowcaps import geometry
 from flowcaps.config import ModelConfig, TrainConfig
-from flowcaps.losses import appearance_loss, layer_loss, overlap_loss, pair_loss, shuffle_channels
+from flowcaps.losses import appearance_loss, overlap_loss, pair_loss, shuffle_channels
 from flowcaps.model import FlowCapsules
 
 H = W = 16
@@ -138,56 +138,3 @@ def test_overlap_enters_the_total_with_its_weight():
     off = pair_loss(model, img0, img1, cfg.replace(w_overlap=0.0), torch.Generator().manual_seed(0))
     assert float(on.overlap.detach()) > 0 and float(off.overlap) == 0.0
     assert torch.allclose(on.total, off.total + 0.5 * on.overlap, atol=1e-6)
-
-
-def test_layer_loss_against_a_direct_computation():
-    gen = torch.Generator().manual_seed(4)
-    src, dst = torch.rand(2, 2, 3, H, W, generator=gen)  # (B, 3, H, W) each
-    idx = torch.randint(0, H * W, (2, 20), generator=gen)  # (B, P)
-    u = geometry.index_to_coords(idx, H, W)  # (B, P, 2)
-    own = 0.3 * torch.randn(2, 3, 20, 2, generator=gen)  # (B, K, P, 2)
-    vis = torch.rand(2, 3, 20, generator=gen) / 3  # (B, K, P), sums below 1
-    weight = torch.rand(2, 20, generator=gen)  # (B, P)
-    expect = torch.zeros(())
-    for b in range(2):
-        for p in range(20):
-            x = src[b].reshape(3, -1)[:, idx[b, p]]  # (3,)
-            still = dst[b].reshape(3, -1)[:, idx[b, p]]  # (3,)
-            cost = (1 - vis[b, :, p].sum()) * ((still - x) ** 2).sum()
-            for k in range(3):
-                moved = geometry.sample_at(dst[b:b + 1], (u[b, p] + own[b, k, p])[None, None])[0, :, 0]
-                cost = cost + vis[b, k, p] * ((moved - x) ** 2).sum()
-            expect = expect + weight[b, p] * cost
-    got = layer_loss([src], [dst], idx, u, own, vis, weight)
-    assert torch.allclose(got, expect / 40, atol=1e-6)
-
-
-def test_layer_loss_gives_a_textured_pixel_to_the_layer_that_moves_with_it():
-    """A texture shifted 2 px: only the layer with that motion explains it, not one 1 px off."""
-    img0 = torch.rand(1, 3, H, W, generator=torch.Generator().manual_seed(5))
-    img1 = torch.roll(img0, 2, dims=3)  # everything moves 2 px right
-    idx = torch.tensor([[r * W + c for r in range(4, 12) for c in range(4, 12)]])  # (1, 64) inner
-    u = geometry.index_to_coords(idx, H, W)  # (1, 64, 2)
-    step = 2.0 / W  # one pixel in the image frame
-    own = torch.tensor([[2 * step, 0.0], [step, 0.0]]).view(1, 2, 1, 2).expand(1, 2, 64, 2)  # (1, K, P, 2)
-    weight = torch.ones(1, 64)
-    def cost(vis):
-        return float(layer_loss([img0], [img1], idx, u, own, vis, weight))
-    right = torch.tensor([1.0, 0.0]).view(1, 2, 1).expand(1, 2, 64)  # (1, K, P)
-    assert cost(right) < 1e-10
-    assert cost(right.flip(1)) > 0.05 and cost(torch.zeros(1, 2, 64)) > 0.05
-    vis = torch.full((1, 2, 64), 0.4, requires_grad=True)
-    layer_loss([img0], [img1], idx, u, own, vis, weight).backward()
-    assert bool((vis.grad[0, 0] < 0).all())  # the right layer gains every pixel
-    assert float(vis.grad[0, 0].sum()) < float(vis.grad[0, 1].sum())  # and more than the other
-
-
-def test_layers_enter_the_total_with_their_weight():
-    torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
-    img0, img1 = torch.rand(2, 4, 3, H, W, generator=torch.Generator().manual_seed(3))
-    cfg = TrainConfig(model=model.config, points=0, smooth_points=0, w_layers=0.5)
-    on = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
-    off = pair_loss(model, img0, img1, cfg.replace(w_layers=0.0), torch.Generator().manual_seed(0))
-    assert float(on.layers.detach()) > 0 and float(off.layers) == 0.0
-    assert torch.allclose(on.total, off.total + 0.5 * on.layers, atol=1e-6)
