@@ -26,7 +26,7 @@ def test_each_profile_resolves_to_the_config_it_had(name):
     for key, off in removed.TRAIN_FIELDS.items():
         assert old.pop(key, off) == off  # a switch added and removed after the snapshot is absent
     for key, off in removed.MODEL_FIELDS.items():
-        assert old["model"].pop(key) == off
+        assert old["model"].pop(key, off) == off
     now = json.loads(flowcaps.PROFILES[name](out="x").to_json())
     assert {key: now.pop(key) for key in ADDED} == {**ADDED, **CHANGED.get(name, {})}
     assert now == old
@@ -54,12 +54,12 @@ def test_removed_switches_load_only_at_their_off_value():
     assert TrainConfig.from_json(every_off) == TrainConfig()
     for key in removed.TRAIN_FIELDS:
         on = {"blur_fade": 0.5, "w_consistency": 3.0, "w_segment": 1.0, "overlap_start": 0.4,
-              "occlusion_aware": True, "edge_source": "difference"}[key]
+              "occlusion_aware": True, "edge_source": "difference", "w_layers": 1.0}[key]
         with pytest.raises(FlowcapsError, match=f"{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({key: on}, {}))
     for key in removed.MODEL_FIELDS:
         on = {"heat_offset": 0.15, "depth_code": "capsule", "mask_reading": "logit",
-              "heat_block": -1}[key]
+              "heat_block": -1, "enc_extra_convs": 1}[key]
         with pytest.raises(FlowcapsError, match=f"model.{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({}, {key: on}))
     # a removed value of a kept switch is refused by validation
