@@ -1,6 +1,7 @@
 #!/bin/bash
 # FlowCapsules' gpu profile with several config overrides side by side on one GPU, each
-# evaluated by flowbench on its dataset's test split; everything that matters comes back as one tar.
+# evaluated by flowbench on its dataset's test split; everything that matters comes back as one
+# tar per run.
 #
 #   scripts/gpu_sweep.sh MINUTES 'name:--set key=value --set key=value' 'name2@geo+:' ...
 #
@@ -84,5 +85,10 @@ for f in glob.glob('runs/sweep/$name/results/**/*.json', recursive=True):
           'per image', round(m['amodal_iou_per_image']['all'], 3))
 " 2>/dev/null
 done
-tar cf "$OUT/sweep.tar" runs/sweep/*/model.pt runs/sweep/*/log.csv runs/sweep/*/results 2>/dev/null
+# one tar per run: the device returns files up to a size limit, and one tar of every run's
+# checkpoint outgrew it with wider encoders
+for name in "${names[@]}"; do
+    tar cf "$OUT/$name.tar" "runs/sweep/$name/model.pt" "runs/sweep/$name/log.csv" \
+        "runs/sweep/$name/results" 2>/dev/null
+done
 ls -la "$OUT"
