@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import torch
 
-from benchmark.metrics import hungarian, iou_matrix
+from benchmark.metrics import SegmentationScore
 from flowcaps import checkpoint, geometry
 from geogen.dataset import read_split
 from geogen.schema import SLOTS
@@ -22,7 +22,7 @@ torch.set_num_threads(1)
 path, root = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 300
 model = checkpoint.load(path).eval()
-data = read_split(root, "test", ["frames", "flow", "amodal", "present", "pose"], limit=n)
+data = read_split(root, "test", ["frames", "flow", "amodal", "visible", "present", "pose"], limit=n)
 frames = torch.from_numpy(data["frames"]).float().div(255).permute(0, 1, 4, 2, 3)  # (N, T, 3, H, W)
 h = w = frames.shape[-1]
 with torch.no_grad():
@@ -33,8 +33,9 @@ with torch.no_grad():
     own = geometry.frame_to_pixels(geometry.capsule_flow(pm.v, pose1, u), h, w)  # (N, K, H*W, 2)
     composed = (pm.visible[..., None] * own).sum(1)  # (N, H*W, 2)
 amodal, present = data["amodal"][:, 0], data["present"]  # (N, S, H, W), (N, S)
-iou = np.where(present[:, None], iou_matrix(caps.masks.numpy() > 0.5, amodal), np.nan)  # (N, K, S)
-assign = hungarian(np.nanmean(iou, 0))
+score = SegmentationScore(model.config.num_capsules)  # the benchmark's fixed assignment
+score.update(caps.masks.numpy(), caps.visible.numpy(), amodal, data["visible"][:, 0], present)
+assign = score.assignment()
 gt = data["flow"][:, 0].reshape(n, -1, 2)  # (N, H*W, 2)
 print(f"{path}: {n} test pairs")
 for s, name in enumerate(SLOTS):
@@ -49,7 +50,7 @@ for s, name in enumerate(SLOTS):
         cover.append(float(pm.visible[b, :, px].sum(0).mean()))
     shift = geometry.frame_to_pixels(pose1[rows, k, :2] - caps.pose[rows, k, :2], h, w).numpy()
     true = data["pose"][rows, 1, s, :2] - data["pose"][rows, 0, s, :2]
-    print(f"  {name:8s} capsule {k}: IoU {np.nanmean(iou[:, k, s]):.3f}; EPE on the shape: own "
+    print(f"  {name:8s} capsule {k}: IoU {score.mean_matrix()[k, s]:.3f}; EPE on the shape: own "
           f"motion {np.mean(e_own):.2f}, best capsule {np.mean(e_best):.2f}, composed "
           f"{np.mean(e_comp):.2f} px; covered {np.mean(cover):.2f}; translation error "
           f"{np.linalg.norm(shift - true, axis=1).mean():.2f} px (true shift "

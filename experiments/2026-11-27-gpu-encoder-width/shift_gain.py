@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import torch
 
-from benchmark.metrics import hungarian, iou_matrix
+from benchmark.metrics import SegmentationScore
 from flowcaps import checkpoint, geometry
 from geogen.dataset import read_split
 from geogen.schema import SLOTS
@@ -20,15 +20,16 @@ from geogen.schema import SLOTS
 torch.set_num_threads(1)
 path, root, n = sys.argv[1], sys.argv[2], 300
 model = checkpoint.load(path).eval()
-data = read_split(root, "test", ["frames", "amodal", "present", "pose"], limit=n)
+data = read_split(root, "test", ["frames", "amodal", "visible", "present", "pose"], limit=n)
 frames = torch.from_numpy(data["frames"]).float().div(255).permute(0, 1, 4, 2, 3)  # (N, T, 3, H, W)
 h = frames.shape[-1]
 with torch.no_grad():
     caps = model.parse(frames[:, 0])
     _, pose1, _ = model.encode(frames[:, 1])
 amodal, present = data["amodal"][:, 0], data["present"]  # (N, S, H, W), (N, S)
-iou = np.where(present[:, None], iou_matrix(caps.masks.numpy() > 0.5, amodal), np.nan)  # (N, K, S)
-assign = hungarian(np.nanmean(iou, 0))
+score = SegmentationScore(model.config.num_capsules)  # the benchmark's fixed assignment
+score.update(caps.masks.numpy(), caps.visible.numpy(), amodal, data["visible"][:, 0], present)
+assign = score.assignment()
 shift = geometry.frame_to_pixels(pose1[..., :2] - caps.pose[..., :2], h, h).numpy()  # (N, K, 2)
 centre = geometry.frame_to_pixels(caps.pose[..., :2] + 1, h, h).numpy()  # (N, K, 2) in pixels
 for s, name in enumerate(SLOTS):
