@@ -155,7 +155,9 @@ class TrainConfig:
     # true frames), so a capsule cannot be "the red shape": Geo deals colours out at random.
     colour_shuffle: bool = False
     grad_clip: float = 1.0  # 0 = off
-    bf16: bool = False  # CPU/GPU bf16 autocast of the network
+    # bf16 autocast of the network: True, False, or "auto" (on where the hardware computes bf16
+    # natively, flowcaps.precision; the checkpoint's meta says what a run used).
+    bf16: bool | str = False
     compile: bool = False  # torch.compile the loss step
     threads: int = 0  # torch intra-op threads on CPU; 0 = the machine's cores / number of ranks
     # CPU processes `flowcaps.train` starts (torchrun, see flowcaps.launch); 0 = one per core.
@@ -183,6 +185,8 @@ class TrainConfig:
             raise FlowcapsError("points and smooth_points must be >= 0")
         if not self.blur_sigmas or any(s < 0 for s in self.blur_sigmas):
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
+        if self.bf16 not in (True, False, "auto"):
+            raise FlowcapsError(f"bf16 must be true, false or auto, got {self.bf16!r}")
         if self.w_overlap < 0 or self.overlap_tau <= 0:
             raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
                                 f"{self.w_overlap} and {self.overlap_tau}")

@@ -82,13 +82,13 @@ def check_types(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
 
 def parse_text(cls: type, key: str, text: str) -> Any:
     """A `--set key=value` value: JSON (numbers, true/false, null, lists), except that a string
-    field takes the text as it is (`--set out=123` is the folder "123")."""
+    field takes the text as it is (`--set out=123` is the folder "123") unless the JSON value
+    fits another type the field allows (`--set bf16=true` is True, `--set bf16=auto` "auto")."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
         return text
     tp = field_types(cls).get(key)
-    if tp is not None and str in _members(tp) and not isinstance(value, str) \
-            and not (value is None and type(None) in _members(tp)):
+    if tp is not None and str in _members(tp) and not _coerce(value, tp)[0]:
         return text
     return value

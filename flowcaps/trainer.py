@@ -28,6 +28,7 @@ from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
+from flowcaps.precision import resolve_bf16
 from flowcaps.progress import bar_position, run_fraction, training_bar
 
 CKPT_NAME = "checkpoint.pt"  # resumable state of the run
@@ -308,9 +309,10 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
             meta = {**(meta or {}), "init": started_from}
     elif cfg.init:
         meta = {**(meta or {}), "init": _load_init(model, cfg)}
-    meta = {**(meta or {}), "pairs_total": local * world, "world_size": world}
+    bf16 = resolve_bf16(cfg.bf16, device)
+    meta = {**(meta or {}), "pairs_total": local * world, "world_size": world, "bf16": bf16}
 
-    step_fn: nn.Module = _LossModule(model, cfg)
+    step_fn: nn.Module = _LossModule(model, cfg.replace(bf16=bf16))
     if cfg.compile:
         # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
         # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.

@@ -1,18 +1,21 @@
 """Training speed of flowcaps: pairs/s at 32, 64 and 128 px, and the ablation of each speed lever.
 
-Each row times full training steps (loss, backward, Adam) of the quick profile on synthetic
-moving-square pairs (speed does not depend on the content once denormals are flushed), after
-warm-up steps, taking the median step time. Levers at 64 px, each switched off alone:
-pixel sampling (points=0 evaluates the full grid), the split first decoder layer, and bf16
-autocast / torch.compile switched on alone. Writes results/bench/flowcaps.json.
+Each row times full training steps (loss, backward, Adam) of one rank of the quick profile
+(1 thread, half its batch, compiled, bf16 as "auto" resolves here) on synthetic moving-square
+pairs (speed does not depend on the content once denormals are flushed), after warm-up steps,
+taking the median step time. Levers at 64 px, each changed alone: bf16, torch.compile, pixel
+sampling (points=0 evaluates the full grid), the split first decoder layer, both directions,
+the blur pyramid, threads against processes. Writes results/bench/flowcaps-<cpu>.json (about
+ten minutes: each compiled row compiles afresh).
 
-    .venv/bin/python scripts/bench_flowcaps.py [--steps 10] [--no-compile] [--out results/bench/flowcaps.json]
+    .venv/bin/python scripts/bench_flowcaps.py [--steps 10] [--out PATH]
 """
 from __future__ import annotations
 
 import json
 import multiprocessing as mp
 import os
+import re
 import statistics
 import sys
 import time
@@ -26,6 +29,7 @@ from benchmark.records import git_state, machine_info
 from flowcaps import PROFILES, TrainConfig
 from flowcaps.losses import pair_loss
 from flowcaps.model import FlowCapsules
+from flowcaps.precision import cpu_has_native_bf16, resolve_bf16
 from flowcaps.trainer import to_images
 
 
@@ -45,6 +49,7 @@ def synthetic_pairs(n: int, size: int, seed: int = 0) -> torch.Tensor:
 
 
 def time_config(cfg: TrainConfig, steps: int, warmup: int = 3) -> dict:
+    cfg = cfg.replace(bf16=resolve_bf16(cfg.bf16, torch.device("cpu")))
     torch.manual_seed(0)
     torch.set_num_threads(cfg.threads or 1)
     torch.set_flush_denormal(True)
@@ -75,33 +80,46 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3) -> dict:
             "warmup_s": round(warm_s, 1)}
 
 
+def cpu_slug(name: str) -> str:
+    """'AMD EPYC' -> 'amd-epyc': the default record name, one per kind of CPU."""
+    words = re.sub(r"\(r\)|\(tm\)|processor|cpu", " ", name.lower())
+    return "-".join(re.findall(r"[a-z0-9]+", words)[:3]) or "cpu"
+
+
 @click.command()
 @click.option("--steps", default=10, show_default=True)
-@click.option("--no-compile", is_flag=True, help="skip the torch.compile row (about 30 s+)")
-@click.option("--out", default="results/bench/flowcaps.json", show_default=True)
-def main(steps: int, no_compile: bool, out: str) -> None:
+@click.option("--out", default=None,
+              help="record path [default: results/bench/flowcaps-<cpu>.json, e.g. amd-epyc]")
+def main(steps: int, out: str | None) -> None:
     t_start = time.time()
-    # One thread per process, as each of the 2 ranks runs in the quick run; "2 threads" is a row.
-    base = PROFILES["quick"]().replace(threads=1)
+    machine = machine_info("cpu")
+    out = out or f"results/bench/flowcaps-{cpu_slug(machine['cpu'])}.json"
+    # What one of the quick run's two ranks computes: 1 thread, half the batch, compiled, bf16
+    # as "auto" resolves on this CPU. Each lever row changes one thing from it.
+    quick = PROFILES["quick"]()
+    base = quick.replace(threads=1, cpu_ranks=1, batch_size=quick.batch_size // 2)
+    bf16 = resolve_bf16(base.bf16, torch.device("cpu"))
     rows = []
 
-    def run(name: str, cfg: TrainConfig, size: int) -> None:
+    def run(name: str, cfg: TrainConfig, size: int = 64) -> None:
         cfg = cfg.replace(model={"image_size": size})
         res = {"name": name, "size": size, **time_config(cfg, steps)}
         rows.append(res)
         click.echo(json.dumps(res))
 
     for size in (32, 64, 128):
-        run("quick profile", base, size)
-    run("no pixel sampling (points=0, full grid)", base.replace(points=0), 64)
-    run("concatenated first decoder layer", base.replace(model={"split_first_layer": False}), 64)
-    run("bf16 autocast on", base.replace(bf16=True), 64)
-    run("one direction only (both_directions off)", base.replace(both_directions=False), 64)
-    run("no blur pyramid (blur_sigmas=(0,))", base.replace(blur_sigmas=(0.0,)), 64)
-    run("2 threads", base.replace(threads=2), 64)
+        run(f"quick profile, one rank (bf16 {'on' if bf16 else 'off'})", base, size)
+    run(f"bf16 autocast {'off' if bf16 else 'on'}", base.replace(bf16=not bf16))
+    run("torch.compile off", base.replace(compile=False))
+    run("torch.compile off, bf16 off", base.replace(compile=False, bf16=False))
+    run("no pixel sampling (points=0, full grid)", base.replace(points=0))
+    run("concatenated first decoder layer", base.replace(model={"split_first_layer": False}))
+    run("one direction only (both_directions off)", base.replace(both_directions=False))
+    run("no blur pyramid (blur_sigmas=(0,))", base.replace(blur_sigmas=(0.0,)))
+    run("2 threads, full batch (one process)", base.replace(threads=2, batch_size=quick.batch_size))
     # Two 1-thread processes at once, as `torchrun --nproc-per-node 2` runs them (the gradient
     # all-reduce of ~0.5M parameters is not included; it is small next to a step).
-    one = base.replace(threads=1, model={"image_size": 64})
+    one = base.replace(model={"image_size": 64})
     with mp.get_context("spawn").Pool(2) as pool:
         pair = pool.starmap(time_config, [(one, steps), (one, steps)])
     res = {"name": "2 processes x 1 thread at once (sum)", "size": 64,
@@ -109,14 +127,13 @@ def main(steps: int, no_compile: bool, out: str) -> None:
            "step_ms": max(r["step_ms"] for r in pair), "warmup_s": max(r["warmup_s"] for r in pair)}
     rows.append(res)
     click.echo(json.dumps(res))
-    run("paper profile settings at 64 px (full grid)", PROFILES["paper"]().replace(
-        points=0, batch_size=base.batch_size), 64)
-    if not no_compile:
-        run("torch.compile on", base.replace(compile=True), 64)
+    run("paper profile settings (full grid, not compiled)", PROFILES["paper"]().replace(
+        points=0, batch_size=base.batch_size, threads=1))
     load = os.getloadavg()
     record = {"command": " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
               "load_average_at_end": [round(x, 2) for x in load],
-              "git_commit": git_state()["commit"], "machine": machine_info("cpu"), "steps_timed": steps,
+              "git_commit": git_state()["commit"], "machine": machine,
+              "cpu_native_bf16": cpu_has_native_bf16(), "steps_timed": steps,
               "batch_size": base.batch_size, "quick_config": json.loads(base.to_json()),
               "rows": rows, "wall_s": round(time.time() - t_start, 1)}
     Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,8 @@ BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").
 ADDED = {"appearance_background": "colour"}
 # What the profiles changed on purpose since (docs/deviations.md says why).
 CHANGED = {name: {"appearance_background": "still"} for name in ("quick", "long", "gpu")}
+# The same for fields the snapshot already had.
+RESET = {"quick": {"bf16": "auto"}, "long": {"bf16": "auto"}}
 
 
 @pytest.mark.parametrize("name", ["quick", "long", "gpu", "paper"])
@@ -28,6 +30,9 @@ def test_each_profile_resolves_to_the_config_it_had(name):
     for key, off in removed.MODEL_FIELDS.items():
         assert old["model"].pop(key, off) == off
     now = json.loads(flowcaps.PROFILES[name](out="x").to_json())
+    for key, value in RESET.get(name, {}).items():
+        assert now[key] == value
+        now[key] = old[key]
     assert {key: now.pop(key) for key in ADDED} == {**ADDED, **CHANGED.get(name, {})}
     assert now == old
 
