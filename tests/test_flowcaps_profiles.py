@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # as differences from the paper and the unused switches were removed.
 BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").read_text())
 # Fields added since, at the value that reproduces the code before them.
-ADDED = {"appearance_background": "colour"}
+ADDED = {"appearance_background": "colour", "window_ramp": 0.0}
+MODEL_ADDED = {"heat_window": 0}
 # What the profiles changed on purpose since (docs/deviations.md says why).
 CHANGED = {name: {"appearance_background": "still"} for name in ("quick", "long", "gpu")}
 # The same for fields the snapshot already had.
@@ -34,6 +35,7 @@ def test_each_profile_resolves_to_the_config_it_had(name):
         assert now[key] == value
         now[key] = old[key]
     assert {key: now.pop(key) for key in ADDED} == {**ADDED, **CHANGED.get(name, {})}
+    assert {key: now["model"].pop(key) for key in MODEL_ADDED} == MODEL_ADDED
     assert now == old
 
 
