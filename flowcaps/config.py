@@ -38,10 +38,6 @@ class ModelConfig:
     # "softargmax" head only: each capsule's numbers also come from the features pooled under
     # its heat map (a shared MLP), so the FC need not know which object each capsule picked.
     pooled_params: bool = False
-    # "softargmax" head only: > 0 takes each heat map's expectation over the cells within this
-    # many of its peak (a (2w+1)^2 window), so mass on a textured background cannot drag the
-    # position towards it; the trainer blends it in (TrainConfig.window_ramp). 0 = the whole map.
-    heat_window: int = 0
     dec_hidden: int = 32
     dec_depth: int = 3  # SELU layers of the implicit decoder before its output (ablation: 2 or 6)
     split_first_layer: bool = True  # W [s; v] as W_s s + W_v v (same weights; a speed lever only)
@@ -90,9 +86,6 @@ class ModelConfig:
             raise FlowcapsError(f"depth_init ({self.depth_init}) must exceed depth_min ({self.depth_min})")
         if self.pooled_params and self.translation_head != "softargmax":
             raise FlowcapsError("pooled_params needs translation_head softargmax")
-        if self.heat_window < 0 or (self.heat_window and self.translation_head != "softargmax"):
-            raise FlowcapsError(f"heat_window must be >= 0, and > 0 only with translation_head "
-                                f"softargmax, got {self.heat_window}")
         if self.dec_depth < 1:
             raise FlowcapsError(f"dec_depth must be >= 1, got {self.dec_depth}")
         pools = len(self.enc_channels)
@@ -158,10 +151,6 @@ class TrainConfig:
     # Fade the heat maps' spatial prior out over this fraction of the run (0 = keep it): it breaks
     # the capsules' symmetry at the start, but kept, a capsule owns a region, not a kind of shape.
     prior_anneal: float = 0.0
-    # With model.heat_window: the windowed expectation's share of the translation rises linearly
-    # from 0 to 1 over this fraction of the run (0 = windowed from the start). Early on the whole
-    # map lets a capsule find a shape anywhere; later the window keeps the background out.
-    window_ramp: float = 0.0
     # The encoder sees each frame's colour channels in its own random order (the losses keep the
     # true frames), so a capsule cannot be "the red shape": Geo deals colours out at random.
     colour_shuffle: bool = False
@@ -196,8 +185,6 @@ class TrainConfig:
             raise FlowcapsError("points and smooth_points must be >= 0")
         if not self.blur_sigmas or any(s < 0 for s in self.blur_sigmas):
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
-        if not 0.0 <= self.window_ramp <= 1.0:
-            raise FlowcapsError(f"window_ramp must be in [0, 1], got {self.window_ramp}")
         if self.bf16 not in (True, False, "auto"):
             raise FlowcapsError(f"bf16 must be true, false or auto, got {self.bf16!r}")
         if self.w_overlap < 0 or self.overlap_tau <= 0:

@@ -70,13 +70,6 @@ class Encoder(nn.Module):
             # The prior's gain; the trainer can fade it out (TrainConfig.prior_anneal), after
             # which capsules are told apart by what they detect, not by where they started.
             self.register_buffer("prior_gain", torch.ones(()))
-            if cfg.heat_window > 0:
-                # The windowed expectation's share (the trainer ramps it; a saved model holds
-                # the last value, 1 after the ramp) and each cell's (row, column).
-                self.register_buffer("window_mix", torch.ones(()))
-                rc = torch.stack(torch.meshgrid(torch.arange(side_h), torch.arange(side_h),
-                                                indexing="ij"), -1).flatten(0, 1)  # (h*w, 2)
-                self.register_buffer("cell_rc", rc, persistent=False)
             if cfg.pooled_params:
                 c_heat = cfg.enc_channels[self.heat_block]
                 self.pooled = nn.Sequential(nn.Linear(c_heat, cfg.enc_hidden), nn.ReLU(),
@@ -114,15 +107,6 @@ class Encoder(nn.Module):
             else:
                 bias[:, s0 + 4] = cfg.depth_init
 
-    def _windowed(self, logits: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        """attn blended with the softmax of the logits within heat_window cells of each map's
-        peak: (B, K, h*w). The peak's choice passes no gradient; the weights inside do."""
-        peak = self.cell_rc[logits.argmax(-1)]  # (B, K, 2)
-        near = (self.cell_rc[None, None] - peak[:, :, None]).abs().amax(-1) \
-            <= self.cfg.heat_window  # (B, K, h*w)
-        local = torch.softmax(logits.masked_fill(~near, float("-inf")), -1)  # (B, K, h*w)
-        return self.window_mix * local + (1 - self.window_mix) * attn
-
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """images (B, 3, H, W) in [0, 1] -> raw capsules (B, K, C) and the heat maps' t (B, K, 2),
         None with the "fc" head."""
@@ -135,8 +119,6 @@ class Encoder(nn.Module):
             if i == self.heat_block and self.cfg.translation_head == "softargmax":
                 logits = self.heat(x).flatten(2).float() + self.prior_gain * self.heat_prior  # (B, K, h*w)
                 attn = torch.softmax(logits, -1)  # (B, K, h*w)
-                if self.cfg.heat_window > 0:
-                    attn = self._windowed(logits, attn)
                 t = attn @ self.cells  # (B, K, 2)
                 if self.cfg.pooled_params:
                     feats = attn.to(x.dtype) @ x.flatten(2).transpose(1, 2)  # (B, K, c)

@@ -366,9 +366,6 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
             center_scale = min(1.0, frac / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
             if cfg.prior_anneal > 0 and hasattr(model.encoder, "prior_gain"):
                 model.encoder.prior_gain.fill_(_fade(frac, cfg.prior_anneal))
-            if hasattr(model.encoder, "window_mix"):
-                model.encoder.window_mix.fill_(min(1.0, frac / cfg.window_ramp)
-                                               if cfg.window_ramp > 0 else 1.0)
             # A tensor, not a float: torch.compile would specialise (recompile) on every value.
             terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device))
             loss = _agree(float(terms.total.detach()), world, device)  # every rank decides alike

@@ -164,38 +164,3 @@ def test_center_loss_forms_by_hand():
     # spread: (1 + 5 + 0) / 3; in image units times s^2 = 4
     assert abs(float(center_loss(masks, v, scale, "spread")) - 2.0) < 1e-5
     assert abs(float(center_loss(masks, v, scale, "spread_image")) - 8.0) < 1e-5
-
-
-def test_heat_window_keeps_mass_off_the_peak_out_of_the_expectation():
-    """A peak at one cell and a bump of mass far from it: the full map's expectation is dragged
-    towards the bump, the windowed one stays at the peak; window_mix blends the two."""
-    cfg = dataclasses.replace(SMALL, translation_head="softargmax", heat_window=1)
-    enc = FlowCapsules(cfg).encoder
-    side = int(enc.cells.shape[0] ** 0.5)  # the heat maps' cells per side
-    logits = torch.full((1, cfg.num_capsules, side * side), -20.0)
-    logits[..., 5 * side + 5] = 5.0  # the peak at (row 5, column 5)
-    logits[..., 5 * side + 6] = 4.0  # a neighbour inside the window
-    far = (side - 2) * side + side - 2
-    logits[..., far] = 4.5  # mass far away, outside it
-    full = torch.softmax(logits, -1)
-    enc.window_mix.fill_(1.0)
-    win = enc._windowed(logits, full)  # (1, K, h*w)
-    assert torch.allclose(win.sum(-1), torch.ones(1, cfg.num_capsules))
-    assert float(win[0, 0, far]) == 0.0 and float(full[0, 0, far]) > 0.3
-    e = torch.exp(torch.tensor(1.0))
-    assert torch.allclose(win[0, 0, 5 * side + 5], e / (e + 1))  # softmax of 5 and 4 alone
-    enc.window_mix.fill_(0.25)
-    assert torch.allclose(enc._windowed(logits, full), 0.25 * win + 0.75 * full)
-    # the peak's choice passes no gradient, the weights inside the window do, and none is NaN
-    logits.requires_grad_(True)
-    enc.window_mix.fill_(1.0)
-    (enc._windowed(logits, torch.softmax(logits, -1)) @ enc.cells)[..., 0].sum().backward()
-    assert torch.isfinite(logits.grad).all() and float(logits.grad[0, 0, 5 * side + 6].abs()) > 0
-    assert float(logits.grad[0, 0, far]) == 0.0
-
-
-def test_heat_window_needs_the_softargmax_head():
-    with pytest.raises(FlowcapsError, match="heat_window must be >= 0"):
-        FlowCapsules(dataclasses.replace(SMALL, translation_head="fc", heat_window=2))
-    with pytest.raises(FlowcapsError, match="window_ramp must be in"):
-        TrainConfig(window_ramp=1.5).validate()

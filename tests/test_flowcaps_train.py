@@ -208,14 +208,3 @@ def test_a_1x1_conv_weight_takes_the_strides_of_its_compiled_gradient():
     assert net[1].weight.stride() == (4, 1, 4, 4)
     assert net[0].weight.stride() == (27, 9, 3, 1), "a 3x3 weight keeps its layout"
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
-
-
-def test_the_heat_window_ramps_in_and_the_saved_model_holds_it_whole(tmp_path):
-    model = TINY.__class__(**{**TINY.__dict__, "translation_head": "softargmax", "heat_window": 1})
-    cfg = tiny_config(tmp_path / "run", model=model, window_ramp=0.5)
-    path = train_mod.fit(cfg, tiny_pairs(), progress=False)
-    assert float(flowcaps.load(path).encoder.window_mix) == 1.0
-    cfg = tiny_config(tmp_path / "run2", model=model, window_ramp=1.0, epochs=1)
-    path = train_mod.fit(cfg, tiny_pairs(), progress=False)
-    mix = float(flowcaps.load(path).encoder.window_mix)
-    assert 0.5 < mix < 1.0  # the last step's share: (steps - 1) / steps of a run-long ramp
