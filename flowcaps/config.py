@@ -123,6 +123,9 @@ class TrainConfig:
     warmup_steps: int = 0
     max_minutes: float | None = None  # stop gracefully (and checkpoint) after this much training
     max_pairs: int | None = None  # use only the first N training pairs
+    # A second geogen dataset whose training pairs join the first's (max_pairs applies to each),
+    # shuffled together: Geo's flat shapes teach the decoder the shapes that Geo+'s textures hide.
+    mix_data: str | None = None
     points: int = 256  # pixel centres sampled per image for the losses; 0 = the full grid
     smooth_points: int = 32  # of those, how many also get +1 px neighbours for L_smooth
     # Importance sampling of the points: a mix of uniform and an edge density (|grad I| of both
@@ -187,6 +190,8 @@ class TrainConfig:
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
         if self.bf16 not in (True, False, "auto"):
             raise FlowcapsError(f"bf16 must be true, false or auto, got {self.bf16!r}")
+        if self.mix_data is not None and not self.mix_data.strip():
+            raise FlowcapsError("mix_data must name a dataset folder (or be null for none)")
         if self.w_overlap < 0 or self.overlap_tau <= 0:
             raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
                                 f"{self.w_overlap} and {self.overlap_tau}")

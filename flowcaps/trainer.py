@@ -105,12 +105,19 @@ def _check_batch(local: int, world: int, batch: int) -> None:
 
 def _preflight(config: TrainConfig, root: Path, ranks: int) -> None:
     """The checks `run` makes on the data, made once before starting the ranks."""
-    manifest, parts = _split_shards(root, "train")
-    _check_size(int(manifest.get("size", -1)), config)
-    clips = sum(c for _, c in parts)
-    clips = clips if config.max_pairs is None else min(clips, config.max_pairs)  # as load_pairs
-    pairs_per_clip = max(int(manifest.get("frames", 2)) - 1, 1)
-    _check_batch(clips // ranks * pairs_per_clip, ranks, config.batch_size // ranks)
+    local = 0
+    for r in _roots(config, root):
+        manifest, parts = _split_shards(r, "train")
+        _check_size(int(manifest.get("size", -1)), config)
+        clips = sum(c for _, c in parts)
+        clips = clips if config.max_pairs is None else min(clips, config.max_pairs)  # as load_pairs
+        local += clips // ranks * max(int(manifest.get("frames", 2)) - 1, 1)
+    _check_batch(local, ranks, config.batch_size // ranks)
+
+
+def _roots(config: TrainConfig, data: Path) -> list[Path]:
+    """The dataset folders a run trains on: DATA, then `mix_data` if set."""
+    return [data] + ([Path(config.mix_data)] if config.mix_data else [])
 
 
 def load_pairs(root: str | Path, split: str = "train", limit: int | None = None,
@@ -252,7 +259,8 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
         _preflight(config, Path(data), ranks)
         return launch.launch(config, data, ranks, progress)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    pairs = load_pairs(data, "train", config.max_pairs, rank, world)
+    parts = [load_pairs(r, "train", config.max_pairs, rank, world) for r in _roots(config, Path(data))]
+    pairs = parts[0] if len(parts) == 1 else np.concatenate(parts)  # (N_rank, 2, H, W, 3)
     return run(config, pairs, progress=progress, meta={"data": str(data)}, rank_part=True)[1]
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import flowcaps
-from flowcaps import FlowcapsError
+from flowcaps import FlowcapsError, checkpoint
 from flowcaps.trainer import load_pairs
 from geogen.dataset import read_split
 from geogen.make import MakeConfig, make_dataset
@@ -43,3 +43,16 @@ def test_train_from_folder_and_evaluate(geo, tmp_path):
     assert set(res["per_slot"]) == {"circle", "square", "triangle"}
     assert 0 <= res["all"] <= 1 and res["counts"]["circle"] == 6  # the circle is always there
     assert len(set(res["capsule_of_slot"].values())) == 3  # one distinct capsule per slot
+
+
+def test_mix_data_trains_on_both_folders(geo, tmp_path):
+    other = make_dataset(MakeConfig(n=12, val=1, test=2, size=32, seed=4, out=str(tmp_path / "b"),
+                                    workers=1), progress=False)
+    cfg = tiny_config(tmp_path / "run", epochs=1, max_pairs=16, mix_data=str(other))
+    meta = checkpoint.meta_of(checkpoint.read(flowcaps.train(cfg, geo, progress=False)))
+    assert meta["pairs"] == 24  # 16 from DATA (max_pairs) and all 12 of mix_data, 3 batches of 8
+    bad = tiny_config(tmp_path / "run2", mix_data=str(tmp_path / "nope"))
+    with pytest.raises(FlowcapsError, match="not a geogen dataset"):
+        flowcaps.train(bad, geo, progress=False)
+    with pytest.raises(FlowcapsError, match="mix_data must name"):
+        tiny_config(tmp_path / "run3", mix_data=" ").validate()
