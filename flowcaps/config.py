@@ -126,6 +126,8 @@ class TrainConfig:
     # A second geogen dataset whose training pairs join the first's (max_pairs applies to each),
     # shuffled together: Geo's flat shapes teach the decoder the shapes that Geo+'s textures hide.
     mix_data: str | None = None
+    # The first this fraction of the run draws its batches from mix_data alone (shapes first).
+    mix_first: float = 0.0
     points: int = 256  # pixel centres sampled per image for the losses; 0 = the full grid
     smooth_points: int = 32  # of those, how many also get +1 px neighbours for L_smooth
     # Importance sampling of the points: a mix of uniform and an edge density (|grad I| of both
@@ -192,6 +194,9 @@ class TrainConfig:
             raise FlowcapsError(f"bf16 must be true, false or auto, got {self.bf16!r}")
         if self.mix_data is not None and not self.mix_data.strip():
             raise FlowcapsError("mix_data must name a dataset folder (or be null for none)")
+        if not 0 <= self.mix_first < 1 or (self.mix_first > 0 and self.mix_data is None):
+            raise FlowcapsError(f"mix_first must be in [0, 1) and needs mix_data, got "
+                                f"{self.mix_first} with mix_data={self.mix_data!r}")
         if self.w_overlap < 0 or self.overlap_tau <= 0:
             raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
                                 f"{self.w_overlap} and {self.overlap_tau}")

@@ -261,21 +261,32 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     parts = [load_pairs(r, "train", config.max_pairs, rank, world) for r in _roots(config, Path(data))]
     pairs = parts[0] if len(parts) == 1 else np.concatenate(parts)  # (N_rank, 2, H, W, 3)
-    return run(config, pairs, progress=progress, meta={"data": str(data)}, rank_part=True)[1]
+    return run(config, pairs, progress=progress, meta={"data": str(data)}, rank_part=True,
+               mix_from=len(parts[0]) if len(parts) > 1 else None)[1]
 
 
 def fit(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         meta: dict[str, Any] | None = None) -> Path:
     """Train on in-memory pairs (N, 2, H, W, 3) uint8; resumes from `out/checkpoint.pt`."""
+    if config.mix_data is not None:
+        raise FlowcapsError("mix_data is read by train(config, DATA); fit trains on its pairs only")
     return run(config, pairs, progress=progress, meta=meta)[1]
 
 
+def mix_batch(mix_from: int, local: int, batch: int, seed: int) -> torch.Tensor:
+    """A batch drawn (with replacement) from rows [mix_from, local): mix_data's pairs only."""
+    return mix_from + torch.randint(local - mix_from, (batch,),
+                                    generator=torch.Generator().manual_seed(seed))  # (batch,)
+
+
 def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
-        meta: dict[str, Any] | None = None, rank_part: bool = False) -> tuple[FlowCapsules, Path]:
+        meta: dict[str, Any] | None = None, rank_part: bool = False,
+        mix_from: int | None = None) -> tuple[FlowCapsules, Path]:
     """`fit`, also returning this rank's trained model (every rank has one under DDP).
 
     Under DDP `pairs` is split into equal contiguous parts by rank, unless `rank_part` says it
-    already is this rank's part (as `train` reads it).
+    already is this rank's part (as `train` reads it). `mix_from`: where this rank's part of
+    `mix_data`'s pairs starts (`train` puts them last), for `mix_first`.
     """
     config.validate()
     cfg = config
@@ -362,12 +373,14 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                 perm_epoch = epoch
             pos = step % steps_per_epoch
             sel = perm[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
+            frac = run_fraction(step, total_steps, state["train_seconds"], budget)
+            if frac < cfg.mix_first and mix_from is not None:
+                sel = mix_batch(mix_from, local, cfg.batch_size, cfg.seed * 100003 + rank * 7919 + step)
             # On a GPU the points are drawn there (losses.sample_indices).
             gen = torch.Generator(device=device).manual_seed(
                 cfg.seed * 1000003 + rank * 10007 + step)
             t0 = time.monotonic()
             img0, img1 = to_images(data[sel], device)
-            frac = run_fraction(step, total_steps, state["train_seconds"], budget)
             lr = cfg.lr * _lr_factor(cfg, step, frac)
             for group in opt.param_groups:
                 group["lr"] = lr

@@ -7,7 +7,7 @@ import pytest
 
 import flowcaps
 from flowcaps import FlowcapsError, checkpoint
-from flowcaps.trainer import load_pairs
+from flowcaps.trainer import fit, load_pairs, mix_batch
 from geogen.dataset import read_split
 from geogen.make import MakeConfig, make_dataset
 
@@ -48,7 +48,7 @@ def test_train_from_folder_and_evaluate(geo, tmp_path):
 def test_mix_data_trains_on_both_folders(geo, tmp_path):
     other = make_dataset(MakeConfig(n=12, val=1, test=2, size=32, seed=4, out=str(tmp_path / "b"),
                                     workers=1), progress=False)
-    cfg = tiny_config(tmp_path / "run", epochs=1, max_pairs=16, mix_data=str(other))
+    cfg = tiny_config(tmp_path / "run", epochs=1, max_pairs=16, mix_data=str(other), mix_first=0.5)
     meta = checkpoint.meta_of(checkpoint.read(flowcaps.train(cfg, geo, progress=False)))
     assert meta["pairs"] == 24  # 16 from DATA (max_pairs) and all 12 of mix_data, 3 batches of 8
     bad = tiny_config(tmp_path / "run2", mix_data=str(tmp_path / "nope"))
@@ -56,3 +56,14 @@ def test_mix_data_trains_on_both_folders(geo, tmp_path):
         flowcaps.train(bad, geo, progress=False)
     with pytest.raises(FlowcapsError, match="mix_data must name"):
         tiny_config(tmp_path / "run3", mix_data=" ").validate()
+
+
+def test_mix_first_draws_from_mix_data_only(geo, tmp_path):
+    sel = mix_batch(30, 42, 64, seed=5)
+    assert sel.min() >= 30 and sel.max() < 42 and len(set(sel.tolist())) > 1
+    assert sel.tolist() == mix_batch(30, 42, 64, seed=5).tolist()  # a resumed run draws the same
+    for bad in ({"mix_first": 0.3}, {"mix_first": 1.0, "mix_data": str(geo)}):
+        with pytest.raises(FlowcapsError, match="mix_first"):
+            tiny_config(tmp_path / "r", **bad).validate()
+    with pytest.raises(FlowcapsError, match="fit trains on its pairs only"):
+        fit(tiny_config(tmp_path / "r", mix_data=str(geo)), np.zeros((8, 2, 32, 32, 3), np.uint8))
