@@ -60,6 +60,9 @@ class TrainSpec:
     image_size: int  # side of the dataset's images
     device: str = "auto"
     variant: Axes = field(default_factory=Axes)
+    # The training pairs of the datasets the method's `trains_with` names for this one, by
+    # dataset (their profile folders); empty for most runs.
+    extra_data: dict[str, Path] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,10 @@ class Method(Protocol):
     # Whether k-means standardises each feature first (benchmark.clustering). False where the
     # method's own protocol clusters its features as they are (SCAE's object-capsule presences).
     standardise_features: bool
+    # Per dataset, other datasets whose training pairs (the same profile's) the method also
+    # trains on, e.g. {"geo+": ("geo",)}; the runner makes them and passes them in
+    # TrainSpec.extra_data, and the record names them. Test pairs are always the dataset's own.
+    trains_with: dict[str, tuple[str, ...]]
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         """The full training configuration for a spec, JSON-ready (checked before any work)."""
@@ -169,6 +176,7 @@ METHOD_DEFAULTS: dict[str, Any] = {
     "tables": (1, 2),
     "clip_frames": 2,
     "standardise_features": True,
+    "trains_with": {},
 }
 GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
 TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)
@@ -217,6 +225,13 @@ def _check_declaration(m: Any) -> None:
     if not isinstance(m.standardise_features, bool):
         raise ValueError(f"{where}: standardise_features must be a bool, "
                          f"got {m.standardise_features!r}")
+    from geogen.schema import VARIANTS
+    tw = m.trains_with
+    if not isinstance(tw, dict) or any(
+            d not in VARIANTS or not isinstance(others, tuple)
+            or any(o not in VARIANTS or o == d for o in others) for d, others in tw.items()):
+        raise ValueError(f"{where}: trains_with must map a dataset to a tuple of other datasets "
+                         f"({', '.join(VARIANTS)}), got {tw!r}")
 
 
 def load_methods() -> dict[str, Method]:

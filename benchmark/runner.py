@@ -85,14 +85,19 @@ class Plan:
     train_data: Folder | None  # None when a checkpoint is evaluated
     partial_pairs: int | None  # the test pairs scored when fewer than the profile's, else None
     targets: tuple[Path, ...]  # one record path per seed
+    # The other datasets' training folders the method trains with (Method.trains_with), by
+    # dataset; empty when a checkpoint is evaluated.
+    extra_data: tuple[tuple[str, Folder], ...] = ()
 
     def budget_line(self) -> str:
         r = self.req
         if r.checkpoint is not None:
             return (f"flowbench run {r.method} --checkpoint {r.checkpoint}: evaluating on "
                     f"{self.eval_data.root} ({r.dataset}, {r.profile}), no training")
+        also = "".join(f"; also trains on {name}'s training pairs ({folder.root})"
+                       for name, folder in self.extra_data)
         return (f"flowbench run {r.method} --dataset {r.dataset} --profile {r.profile}: "
-                f"{self.method.budgets[r.profile]} per seed")
+                f"{self.method.budgets[r.profile]} per seed{also}")
 
 
 def plan(req: RunRequest) -> Plan:
@@ -114,7 +119,8 @@ def plan(req: RunRequest) -> Plan:
         if not Path(req.checkpoint).is_file():
             raise BenchmarkError(f"checkpoint {req.checkpoint} does not exist")
     eval_data, train_data = _folders(req, method)
-    for folder in (eval_data, train_data):
+    extra = _extra_folders(req, method)
+    for folder in (eval_data, train_data, *(f for _, f in extra)):
         if folder is not None:
             _check_folder(folder)
     have = _test_pairs(eval_data)
@@ -125,7 +131,19 @@ def plan(req: RunRequest) -> Plan:
     if req.checkpoint is not None and targets[0].exists() and not req.force:
         raise BenchmarkError(f"record {targets[0]} exists; --force replaces it (or pass "
                              f"another --results folder)")
-    return Plan(req, method, eval_data, train_data, partial, targets)
+    return Plan(req, method, eval_data, train_data, partial, targets, extra)
+
+
+def _extra_folders(req: RunRequest, method: Method) -> tuple[tuple[str, Folder], ...]:
+    """The profile folders of the datasets the method also trains with (none for a checkpoint)."""
+    if req.checkpoint is not None:
+        return ()
+    out = []
+    for other in method.trains_with.get(req.dataset, ()):
+        root = default_data_root(other, req.profile, method.clip_frames)
+        out.append((other, Folder(root, datasets.profile_config(other, req.profile, root,
+                                                                method.clip_frames), True, True)))
+    return tuple(out)
 
 
 def _test_pairs(folder: Folder) -> int:
@@ -190,10 +208,14 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
     t0 = time.time()
     eval_root = p.eval_data.ensure(progress, echo)
     train_root = p.train_data.ensure(progress, echo) if p.train_data is not None else None
+    extra_roots = {name: folder.ensure(progress, echo) for name, folder in p.extra_data}
     data_s = time.time() - t0
     data_info = _data_info(eval_root, req.profile)
     if train_root is not None and train_root != eval_root:
         data_info["train"] = _data_info(train_root, req.profile)
+    if extra_roots:
+        data_info["trains_with"] = {name: _data_info(root, req.profile)
+                                    for name, root in extra_roots.items()}
     written = []
     for seed, target in zip(req.seeds, p.targets):
         if target.exists() and not req.force:
@@ -209,7 +231,7 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
                          run_dir=req.runs / run_name(method.name, req.dataset, req.profile, seed,
                                                      req.variant),
                          image_size=get_profile(req.profile).size, device=req.device,
-                         variant=req.variant)
+                         variant=req.variant, extra_data=extra_roots)
         train_config = method.config(spec)  # fails early on a bad variant or profile
         if req.checkpoint is None:
             if req.force and spec.run_dir.exists():

@@ -36,7 +36,8 @@ class ToyMethod:
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         (spec.run_dir / "log.csv").write_text("step,loss\n1,0.5\n")
         ckpt = spec.run_dir / "model.json"
-        ckpt.write_text(json.dumps({"size": spec.image_size, "data_root": str(spec.data_root)}))
+        ckpt.write_text(json.dumps({"size": spec.image_size, "data_root": str(spec.data_root),
+                                    "extra_data": {k: str(v) for k, v in spec.extra_data.items()}}))
         return ckpt
 
     def load(self, checkpoint):

@@ -1,4 +1,5 @@
 """The FlowCapsules adapter: its one-pass predict equals the public API; ablations map to config."""
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +52,6 @@ def test_unknown_profile_and_bad_variant_are_clear_errors():
 
 def test_smoke_is_the_quick_profile_scaled_down():
     """The contract test trains the model family the quick profile trains, only smaller."""
-    import dataclasses
-
     import flowcaps
     from benchmark.methods.flowcaps import SMOKE_MODEL, SMOKE_TRAIN
     smoke = flowcaps.TrainConfig.from_dict(get_method("flowcaps").config(_spec()))
@@ -60,3 +59,16 @@ def test_smoke_is_the_quick_profile_scaled_down():
     assert smoke.model == dataclasses.replace(quick.model, image_size=32, **SMOKE_MODEL)
     assert smoke == quick.replace(seed=5, device="cpu", model=smoke.model, **SMOKE_TRAIN)
     assert smoke.cpu_ranks == 1 and not smoke.compile and smoke.epochs <= 2
+
+
+def test_geoplus_runs_train_on_geo_first_then_both(tmp_path):
+    """A geo+ spec carrying Geo's folder trains with it (mix_data, Geo alone at first);
+    a spec without one (geo, or a checkpoint's) trains on its own pairs."""
+    from benchmark.methods.flowcaps import MIX_FIRST
+    method = get_method("flowcaps")
+    assert method.trains_with == {"geo+": ("geo",)}
+    spec = dataclasses.replace(_spec(), dataset="geo+", extra_data={"geo": Path("data/geo-smoke")})
+    cfg = method.config(spec)
+    assert (cfg["mix_data"], cfg["mix_first"]) == ("data/geo-smoke", MIX_FIRST) and 0 < MIX_FIRST < 1
+    plain = method.config(_spec())
+    assert (plain["mix_data"], plain["mix_first"]) == (None, 0.0)

@@ -201,6 +201,25 @@ def test_longer_training_clips_get_their_own_folder(tmp_path, monkeypatch, regis
     assert trained_on == "data/geo-smoke-t3"
 
 
+def test_a_method_trains_with_the_other_datasets_it_names(tmp_path, monkeypatch, register_toy):
+    monkeypatch.chdir(tmp_path)
+    toy = register_toy(trains_with={"geo+": ("geo",)})
+    p = plan(RunRequest(method=toy.name, dataset="geo+", profile="smoke"))
+    assert [(name, f.root) for name, f in p.extra_data] == [("geo", Path("data/geo-smoke"))]
+    assert p.extra_data[0][1].make.variant == "geo" and "geo's training pairs" in p.budget_line()
+    assert plan(RunRequest(method=toy.name, dataset="geo", profile="smoke")).extra_data == ()
+    [path] = run(RunRequest(method=toy.name, dataset="geo+", profile="smoke"), progress=False,
+                 echo=lambda _: None)
+    rec = json.loads(path.read_text())
+    assert rec["data"]["root"] == "data/geoplus-smoke"  # tested on its own pairs only
+    assert rec["data"]["trains_with"]["geo"]["root"] == "data/geo-smoke"
+    assert json.loads(Path(rec["checkpoint"]).read_text())["extra_data"] == {"geo": "data/geo-smoke"}
+    # scoring a checkpoint trains nothing, so it makes no other dataset
+    ckpt = plan(RunRequest(method=toy.name, dataset="geo+", profile="smoke",
+                           checkpoint=Path(rec["checkpoint"]), results=tmp_path / "r2"))
+    assert ckpt.extra_data == ()
+
+
 def test_a_method_refuses_a_profile_it_does_not_support_before_any_work(tmp_path, monkeypatch,
                                                                          register_toy):
     monkeypatch.chdir(tmp_path)

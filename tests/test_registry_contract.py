@@ -99,6 +99,9 @@ def test_every_profile_has_a_flowcaps_config_at_its_image_size():
     ({"uses_ground_truth": ("depth",)}, "uses_ground_truth may name"),
     ({"tables": (3,)}, "tables may name"),
     ({"clip_frames": 1}, "clip_frames must be"),
+    ({"trains_with": {"geo+": ("geo+",)}}, "trains_with must map"),
+    ({"trains_with": {"geo+": "geo"}}, "trains_with must map"),
+    ({"trains_with": {"mnist": ("geo",)}}, "trains_with must map"),
 ])
 def test_a_bad_declaration_fails_at_registration_naming_the_method(attrs, message,
                                                                    register_toy):

@@ -31,6 +31,10 @@ SMOKE_TRAIN = {"epochs": 2, "batch_size": 16, "points": 128, "smooth_points": 16
                "blur_sigmas": (0.0,), "both_directions": False, "max_minutes": None,
                "warmup_steps": 0, "compile": False, "cpu_ranks": 1, "threads": 1,
                "checkpoint_minutes": 10.0, "log_every": 5}
+# Geo+ runs also train on Geo's training pairs, Geo alone for the first MIX_FIRST of the run:
+# with one shape code per capsule, Geo+'s textures alone leave every capsule drawing a round
+# blob; Geo's flat shapes teach the outlines (experiments/2026-11-28-geoplus-shapes-from-geo).
+MIX_FIRST = 0.35
 
 
 @register
@@ -40,7 +44,8 @@ class FlowCapsulesMethod:
     # One seed, data and evaluation included (the records' wall_s say what each part took).
     budgets = {
         "smoke": "seconds",
-        "quick": "about 30 minutes on a 2-core CPU (23 of them training)",
+        "quick": "about 30 minutes on a 2-core CPU (23 of them training; geo+ also makes Geo's "
+                 "quick training data, about a minute)",
         "long": "about 2.4 hours on a 2-core CPU (135 minutes of it training)",
         "gpu": "about 8-9 minutes on one GPU (5.25 of them training)",
         "paper": "many hours on a GPU (150 epochs over 100k pairs)",
@@ -49,6 +54,7 @@ class FlowCapsulesMethod:
     amodal = True
     tables = (1, 2)
     clip_frames = 2
+    trains_with = {"geo+": ("geo",)}
 
     def _train_config(self, spec: TrainSpec):
         import flowcaps
@@ -69,9 +75,13 @@ class FlowCapsulesMethod:
             model["dec_depth"] = v.decoder_depth
         if v.depth_ordering is not None:
             model["depth_ordering"] = v.depth_ordering
+        mix = {}
+        if spec.extra_data:
+            (root,) = spec.extra_data.values()  # trains_with names one dataset
+            mix = {"mix_data": str(root), "mix_first": MIX_FIRST}
         try:
             cfg = base.replace(seed=spec.seed, device=spec.device, out=str(spec.run_dir),
-                               model=model)
+                               model=model, **mix)
             cfg.validate()
         except flowcaps.FlowcapsError as err:
             raise BenchmarkError(f"flowcaps config: {err}") from None
