@@ -27,16 +27,23 @@ from benchmark.metrics import SegmentationScore
 from flowcaps import checkpoint, geometry
 from flowcaps.losses import direction_loss
 from geogen.dataset import read_split
+from geogen.schema import SLOTS
 
 TERMS = ("render", "appearance", "center", "smooth", "overlap")
 
 
-def terms_of(model, cfg, img0, img1, caps0, caps1) -> dict[str, np.ndarray]:
-    """Per-image loss terms (weighted as in training) of both directions, full grid."""
+def pyramids_and_grid(cfg, img0, img1):
+    """Both frames' blurred copies (the render loss's levels) and every pixel's index (B, H*W)."""
     b, _, h, w = img0.shape
     pyr0 = [geometry.gaussian_blur(img0, s) for s in cfg.blur_sigmas]
     pyr1 = [geometry.gaussian_blur(img1, s) for s in cfg.blur_sigmas]
-    idx = torch.arange(h * w).expand(b, -1)  # (B, H*W)
+    return pyr0, pyr1, torch.arange(h * w).expand(b, -1)
+
+
+def terms_of(model, cfg, img0, img1, caps0, caps1) -> dict[str, np.ndarray]:
+    """Per-image loss terms (weighted as in training) of both directions, full grid."""
+    b = img0.shape[0]
+    pyr0, pyr1, idx = pyramids_and_grid(cfg, img0, img1)
     weights = {"render": 1.0, "appearance": cfg.w_appearance, "center": cfg.w_center,
                "smooth": cfg.w_smooth, "overlap": cfg.w_overlap}
     out = {t: np.zeros(b) for t in TERMS}
@@ -53,10 +60,7 @@ def terms_of(model, cfg, img0, img1, caps0, caps1) -> dict[str, np.ndarray]:
 
 def refine_both(model, cfg, img0, img1, caps0, caps1, steps: int, lr: float = 3e-3):
     """Poses of both frames descended on the training loss (see the module); -> caps0, caps1."""
-    b, _, h, w = img0.shape
-    pyr0 = [geometry.gaussian_blur(img0, s) for s in cfg.blur_sigmas]
-    pyr1 = [geometry.gaussian_blur(img1, s) for s in cfg.blur_sigmas]
-    idx = torch.arange(h * w).expand(b, -1)  # (B, H*W)
+    pyr0, pyr1, idx = pyramids_and_grid(cfg, img0, img1)
     x0 = caps0[1].clone().requires_grad_(True)  # (B, K, 4)
     x1 = caps1[1].clone().requires_grad_(True)  # (B, K, 4)
     opt = torch.optim.Adam([x0, x1], lr=lr)
@@ -114,13 +118,9 @@ def main() -> None:
     img0, img1 = frames[:, 0].contiguous(), frames[:, 1].contiguous()
     present = test["present"].astype(bool)  # (N, S)
     with torch.no_grad():
-        caps = model.parse(img0)
-    score = SegmentationScore(K=caps.masks.shape[1])
-    score.update(caps.masks.numpy(), caps.visible.numpy(), test["amodal"][:, 0],
-                 test["visible"][:, 0], present)
-    assignment = score.assignment()
-    with torch.no_grad():
         enc0, enc1 = model.encode(img0), model.encode(img1)
+    slots = frame0_score(model, img0, enc0, test, present)["assignment"]
+    assignment = np.array([slots[name] for name in SLOTS])
     fitted = []
     for f, enc in ((0, enc0), (1, enc1)):
         shape, pose, depth = enc
