@@ -153,6 +153,9 @@ class TrainConfig:
     # (duplicates of one shape); 0 = off (the paper). overlap_tau: its flow tolerance in pixels.
     w_overlap: float = 0.0
     overlap_tau: float = 1.0
+    # Weight of losses.slow_loss, E_u |Phi(u)|^2 in pixels^2: of the motions the image cannot
+    # tell apart (a plain background), the slowest; 0 = off (the paper).
+    w_slow: float = 0.0
     # Fade the heat maps' spatial prior out over this fraction of the run (0 = keep it): it breaks
     # the capsules' symmetry at the start, but kept, a capsule owns a region, not a kind of shape.
     prior_anneal: float = 0.0
@@ -197,6 +200,8 @@ class TrainConfig:
         if not 0 <= self.mix_first < 1 or (self.mix_first > 0 and self.mix_data is None):
             raise FlowcapsError(f"mix_first must be in [0, 1) and needs mix_data, got "
                                 f"{self.mix_first} with mix_data={self.mix_data!r}")
+        if self.w_slow < 0:
+            raise FlowcapsError(f"w_slow must be >= 0, got {self.w_slow}")
         if self.w_overlap < 0 or self.overlap_tau <= 0:
             raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
                                 f"{self.w_overlap} and {self.overlap_tau}")

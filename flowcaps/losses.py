@@ -3,7 +3,7 @@
 Letters: B batch, K capsules, P sampled points, H, W image side.
 
 L = L_render + w_smooth * L_smooth + w_center * L_center + w_appearance * L_appearance
-    + w_overlap * L_overlap,
+    + w_overlap * L_overlap + w_slow * L_slow,
 with every expectation over pixels estimated at P pixel centres drawn per image (the loss is an
 expectation over u, so sampling is an unbiased estimate of it; P = 0 uses the full grid). The
 paper's loss is the first three terms.
@@ -18,6 +18,8 @@ paper's loss is the first three terms.
 - L_appearance (ours): the visible layers, each filled with its mean colour, rebuild the frame
   (`appearance_loss`).
 - L_overlap (ours): two capsules covering the same pixels while moving alike (`overlap_loss`).
+- L_slow (ours): E_u |Phi(u)|^2 in pixels^2, the slowest of the flows the other terms cannot
+  tell apart (`slow_loss`).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ class LossTerms:
     center: torch.Tensor
     appearance: torch.Tensor
     overlap: torch.Tensor
+    slow: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -128,6 +131,7 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                                cfg.overlap_tau, (h, w))
     else:
         overlap = phi.new_zeros(())
+    slow = slow_loss(phi, weight, (h, w)) if cfg.w_slow > 0 else phi.new_zeros(())
 
     if n_s:
         f0 = geometry.frame_to_pixels(phi[:, :n_s], h, w)  # (B, Ps, 2)
@@ -142,9 +146,9 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-             + cfg.w_appearance * appearance + cfg.w_overlap * overlap)
+             + cfg.w_appearance * appearance + cfg.w_overlap * overlap + cfg.w_slow * slow)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance, overlap=overlap)
+                     appearance=appearance, overlap=overlap, slow=slow)
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -182,6 +186,18 @@ def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, 
         gate = torch.exp(-d2 / tau ** 2) * (1 - torch.eye(k, device=masks.device))[..., None]  # (B, K, K, P)
     pairs = torch.einsum("bjp,bjkp,bkp->bp", masks, gate.to(masks.dtype), masks)  # (B, P)
     return (pairs * weight).mean()
+
+
+def slow_loss(phi: torch.Tensor, weight: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """E_u |Phi(u)|^2 in pixels^2: phi (B, P, 2) the flow at the points (image frame), weight (B, P).
+
+    A flat region looks the same under any motion, so no other term sees a capsule that spreads
+    over the plain background next to a shape and moves with it (the halo of flow around the
+    shapes). Of motions the image cannot tell apart this prefers the slowest, the background's
+    none; where the image does tell, the render loss outweighs a small w_slow.
+    """
+    flow = geometry.frame_to_pixels(phi.float(), *size)  # (B, P, 2)
+    return ((flow ** 2).sum(-1) * weight).mean()
 
 
 def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor,

@@ -1,9 +1,9 @@
-"""The loss terms beyond the paper's (appearance, overlap), the blur pyramid, colour shuffle."""
+"""The loss terms beyond the paper's (appearance, overlap, slow), the blur pyramid, colour shuffle."""
 import torch
 
 from flowcaps import geometry
 from flowcaps.config import ModelConfig, TrainConfig
-from flowcaps.losses import appearance_loss, overlap_loss, pair_loss, shuffle_channels
+from flowcaps.losses import appearance_loss, overlap_loss, pair_loss, shuffle_channels, slow_loss
 from flowcaps.model import FlowCapsules
 
 H = W = 16
@@ -138,3 +138,28 @@ def test_overlap_enters_the_total_with_its_weight():
     off = pair_loss(model, img0, img1, cfg.replace(w_overlap=0.0), torch.Generator().manual_seed(0))
     assert float(on.overlap.detach()) > 0 and float(off.overlap) == 0.0
     assert torch.allclose(on.total, off.total + 0.5 * on.overlap, atol=1e-6)
+
+
+def test_slow_is_the_mean_squared_flow_in_pixels():
+    weight = torch.ones(2, 10)
+    still = torch.zeros(2, 10, 2)  # (B, P, 2)
+    assert float(slow_loss(still, weight, (32, 32))) == 0.0
+    moving = torch.zeros(2, 10, 2)
+    moving[..., 0] = 0.1  # 0.1 frame units = 1.6 px at 32 px
+    assert abs(float(slow_loss(moving, weight, (32, 32))) - 1.6 ** 2) < 1e-5
+    # importance weights count as in the other terms: half the points at weight 2, half at 0
+    skewed = torch.cat([torch.full((2, 5), 2.0), torch.zeros(2, 5)], 1)
+    moving[:, 5:, 0] = 1.0  # a fast half that carries no weight
+    assert abs(float(slow_loss(moving, skewed, (32, 32))) - 1.6 ** 2) < 1e-5
+
+
+def test_slow_enters_the_total_with_its_weight():
+    torch.manual_seed(0)
+    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
+    gen = torch.Generator().manual_seed(3)
+    img0, img1 = torch.rand(2, 4, 3, H, W, generator=gen)  # two frames: the capsules move
+    cfg = TrainConfig(model=model.config, points=0, smooth_points=0, w_slow=0.5)
+    on = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
+    off = pair_loss(model, img0, img1, cfg.replace(w_slow=0.0), torch.Generator().manual_seed(0))
+    assert float(on.slow.detach()) > 0 and float(off.slow) == 0.0
+    assert torch.allclose(on.total, off.total + 0.5 * on.slow, atol=1e-6)
