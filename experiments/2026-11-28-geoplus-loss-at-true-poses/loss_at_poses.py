@@ -46,7 +46,7 @@ def terms_of(model, cfg, img0, img1, caps0, caps1) -> dict[str, np.ndarray]:
     pyr0, pyr1, idx = pyramids_and_grid(cfg, img0, img1)
     weights = {"render": 1.0, "appearance": cfg.w_appearance, "center": cfg.w_center,
                "smooth": cfg.w_smooth, "overlap": cfg.w_overlap}
-    out = {t: np.zeros(b) for t in TERMS}
+    out = {t: np.zeros(b) for t in (*TERMS, "total")}
     for i in range(b):  # per image: the loss terms are batch means
         one = lambda c: tuple(x[i:i + 1] for x in c)  # noqa: E731
         for ca, cb, pa, pb in ((caps0, caps1, pyr0, pyr1), (caps1, caps0, pyr1, pyr0)):
@@ -54,7 +54,7 @@ def terms_of(model, cfg, img0, img1, caps0, caps1) -> dict[str, np.ndarray]:
                                [p[i:i + 1] for p in pb], idx[i:i + 1], cfg, 1.0)
             for name in TERMS:
                 out[name][i] += weights[name] * float(getattr(t, name)) / 2
-    out["total"] = sum(out[t] for t in TERMS)
+            out["total"][i] += float(t.total) / 2  # the trainer's own sum, every term in it
     return out
 
 
