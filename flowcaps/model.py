@@ -41,7 +41,8 @@ class PointMasks:
 
 
 class Encoder(nn.Module):
-    """Conv + ReLU with 2x2 average pooling between, a tanh FC, then K*C capsule numbers."""
+    """Conv (+ GroupNorm, `enc_norm`) + ReLU with 2x2 average pooling between, a tanh FC, then K*C
+    capsule numbers."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -51,6 +52,8 @@ class Encoder(nn.Module):
         for c_out in cfg.enc_channels:
             self.convs.append(nn.Conv2d(c_in, c_out, 3, padding=1))
             c_in = c_out
+        self.norms = (nn.ModuleList(nn.GroupNorm(cfg.enc_norm, c) for c in cfg.enc_channels)
+                      if cfg.enc_norm else None)
         # "softargmax" translation head: K heat maps from the last-but-one block (before its
         # pooling), t_k their spatial expectation; detection by local features gives capsules an
         # identity by appearance and learns positions far faster than regressing them through FCs.
@@ -115,7 +118,10 @@ class Encoder(nn.Module):
             x = torch.cat([x, self.coords.expand(x.shape[0], -1, -1, -1).to(x.dtype)], 1)  # (B, 5, H, W)
         t = local = None
         for i, conv in enumerate(self.convs):
-            x = F.relu(conv(x))  # (B, c, h, w)
+            x = conv(x)  # (B, c, h, w)
+            if self.norms is not None:
+                x = self.norms[i](x)
+            x = F.relu(x)
             if i == self.heat_block and self.cfg.translation_head == "softargmax":
                 logits = self.heat(x).flatten(2).float() + self.prior_gain * self.heat_prior  # (B, K, h*w)
                 attn = torch.softmax(logits, -1)  # (B, K, h*w)

@@ -126,6 +126,22 @@ def test_ablation_switches_build_and_run(changes):
     assert n_hidden == model.config.dec_depth - 1
 
 
+def test_encoder_group_norm_is_used_and_off_by_default():
+    plain = FlowCapsules(SMALL)
+    assert not any("norms" in k for k in plain.state_dict())  # checkpoints without it still load
+    torch.manual_seed(0)
+    model = FlowCapsules(dataclasses.replace(SMALL, enc_norm=2))
+    seen = []
+    model.encoder.norms[0].register_forward_hook(lambda m, i, o: seen.append(o.detach()))
+    model.parse(_images(3))
+    (out,) = seen  # the first block's conv output, normalised before its ReLU
+    groups = out.view(3, 2, -1)  # (B, groups, channels per group * H * W)
+    assert torch.allclose(groups.mean(-1), torch.zeros(3, 2), atol=1e-4)
+    assert torch.allclose(groups.var(-1, unbiased=False), torch.ones(3, 2), atol=1e-2)
+    with pytest.raises(FlowcapsError, match="enc_norm"):
+        FlowCapsules(dataclasses.replace(SMALL, enc_norm=3))  # 3 does not divide 4 channels
+
+
 def test_config_json_round_trip_and_errors():
     cfg = PROFILES["quick"](out="somewhere").replace(blur_sigmas=[0.0, 2.0], model={"num_capsules": 5})
     assert cfg.blur_sigmas == (0.0, 2.0) and cfg.model.num_capsules == 5
