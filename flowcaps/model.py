@@ -41,8 +41,8 @@ class PointMasks:
 
 
 class Encoder(nn.Module):
-    """Conv (+ GroupNorm, `enc_norm`) + ReLU with 2x2 average pooling between, a tanh FC, then K*C
-    capsule numbers."""
+    """Conv (+ GroupNorm past the first, `enc_norm`) + ReLU with 2x2 average pooling between, a
+    tanh FC, then K*C capsule numbers."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -52,8 +52,10 @@ class Encoder(nn.Module):
         for c_out in cfg.enc_channels:
             self.convs.append(nn.Conv2d(c_in, c_out, 3, padding=1))
             c_in = c_out
-        self.norms = (nn.ModuleList(nn.GroupNorm(cfg.enc_norm, c) for c in cfg.enc_channels)
-                      if cfg.enc_norm else None)
+        self.norms = None
+        if cfg.enc_norm:
+            self.norms = nn.ModuleList([nn.Identity()] + [nn.GroupNorm(cfg.enc_norm, c)
+                                                          for c in cfg.enc_channels[1:]])
         # "softargmax" translation head: K heat maps from the last-but-one block (before its
         # pooling), t_k their spatial expectation; detection by local features gives capsules an
         # identity by appearance and learns positions far faster than regressing them through FCs.

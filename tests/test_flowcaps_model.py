@@ -132,14 +132,16 @@ def test_encoder_group_norm_is_used_and_off_by_default():
     torch.manual_seed(0)
     model = FlowCapsules(dataclasses.replace(SMALL, enc_norm=2))
     seen = []
-    model.encoder.norms[0].register_forward_hook(lambda m, i, o: seen.append(o.detach()))
+    assert isinstance(model.encoder.norms[0], torch.nn.Identity)  # not at full resolution
+    model.encoder.norms[1].register_forward_hook(lambda m, i, o: seen.append(o.detach()))
     model.parse(_images(3))
-    (out,) = seen  # the first block's conv output, normalised before its ReLU
+    (out,) = seen  # the second block's conv output, normalised before its ReLU
     groups = out.view(3, 2, -1)  # (B, groups, channels per group * H * W)
     assert torch.allclose(groups.mean(-1), torch.zeros(3, 2), atol=1e-4)
     assert torch.allclose(groups.var(-1, unbiased=False), torch.ones(3, 2), atol=1e-2)
     with pytest.raises(FlowcapsError, match="enc_norm"):
-        FlowCapsules(dataclasses.replace(SMALL, enc_norm=3))  # 3 does not divide 4 channels
+        FlowCapsules(dataclasses.replace(SMALL, enc_norm=3))  # 3 does not divide 8 channels
+    FlowCapsules(dataclasses.replace(SMALL, enc_norm=8))  # the first conv's 4 channels are free
 
 
 def test_config_json_round_trip_and_errors():
