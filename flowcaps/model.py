@@ -52,10 +52,10 @@ class Encoder(nn.Module):
         for c_out in cfg.enc_channels:
             self.convs.append(nn.Conv2d(c_in, c_out, 3, padding=1))
             c_in = c_out
-        self.norms = None
-        if cfg.enc_norm:
-            self.norms = nn.ModuleList([nn.Identity()] + [nn.GroupNorm(cfg.enc_norm, c)
-                                                          for c in cfg.enc_channels[1:]])
+        # Identity where off (no weights, so checkpoints without enc_norm keep their keys)
+        self.norms = nn.ModuleList([nn.Identity()] + [
+            nn.GroupNorm(cfg.enc_norm, c) if cfg.enc_norm else nn.Identity()
+            for c in cfg.enc_channels[1:]])
         # "softargmax" translation head: K heat maps from the last-but-one block (before its
         # pooling), t_k their spatial expectation; detection by local features gives capsules an
         # identity by appearance and learns positions far faster than regressing them through FCs.
@@ -119,11 +119,8 @@ class Encoder(nn.Module):
         if self.cfg.coord_channels:
             x = torch.cat([x, self.coords.expand(x.shape[0], -1, -1, -1).to(x.dtype)], 1)  # (B, 5, H, W)
         t = local = None
-        for i, conv in enumerate(self.convs):
-            x = conv(x)  # (B, c, h, w)
-            if self.norms is not None:
-                x = self.norms[i](x)
-            x = F.relu(x)
+        for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
+            x = F.relu(norm(conv(x)))  # (B, c, h, w)
             if i == self.heat_block and self.cfg.translation_head == "softargmax":
                 logits = self.heat(x).flatten(2).float() + self.prior_gain * self.heat_prior  # (B, K, h*w)
                 attn = torch.softmax(logits, -1)  # (B, K, h*w)

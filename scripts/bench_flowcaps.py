@@ -116,6 +116,7 @@ def main(steps: int, out: str | None) -> None:
     run("concatenated first decoder layer", base.replace(model={"split_first_layer": False}))
     run("one direction only (both_directions off)", base.replace(both_directions=False))
     run("no blur pyramid (blur_sigmas=(0,))", base.replace(blur_sigmas=(0.0,)))
+    run("encoder GroupNorm (model.enc_norm=8)", base.replace(model={"enc_norm": 8}))
     run("2 threads, full batch (one process)", base.replace(threads=2, batch_size=quick.batch_size))
     # Two 1-thread processes at once, as `torchrun --nproc-per-node 2` runs them (the gradient
     # all-reduce of ~0.5M parameters is not included; it is small next to a step).

@@ -6,13 +6,14 @@ pixels. If this supervised encoder localises well, the self-supervised training'
 come from its signal, not from the encoder's capacity.
 
     python supervised_probe.py DATA --minutes 8 --seed 0 [--channels 32,32,64,64] [--lr 1e-3]
-        [--norm group|group_from1] [--standardise] --out probe.json
+        [--norm group|group_from1] --out probe.json
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import os
 import time
 
 import numpy as np
@@ -44,11 +45,6 @@ def load(root: str, split: str, limit: int):
     return img, c, present
 
 
-def standardise(x: torch.Tensor) -> torch.Tensor:
-    """x (N, 3, H, W) -> each image's channels at zero mean and unit variance."""
-    return (x - x.mean((2, 3), keepdim=True)) / x.std((2, 3), keepdim=True).clamp_min(1e-3)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("data")
@@ -62,8 +58,6 @@ def main() -> None:
     ap.add_argument("--norm", choices=("none", "group", "group_from1"), default="none",
                     help="group: GroupNorm(8) after each conv, before its ReLU; group_from1: "
                          "not after the first (full-resolution) conv")
-    ap.add_argument("--standardise", action="store_true",
-                    help="each image's channels to zero mean, unit variance before the encoder")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     torch.manual_seed(args.seed)
@@ -79,8 +73,6 @@ def main() -> None:
                 enc.convs[i] = torch.nn.Sequential(conv, torch.nn.GroupNorm(8, conv.out_channels))
     x_tr, c_tr, p_tr = load(args.data, "train", args.train)
     x_te, c_te, p_te = load(args.data, "test", args.test)
-    if args.standardise:
-        x_tr, x_te = standardise(x_tr), standardise(x_te)
     half = x_tr.shape[-1] / 2  # image-frame units -> pixels
     opt = torch.optim.Adam(enc.parameters(), lr=args.lr)
     start, step, log = time.time(), 0, []
@@ -105,7 +97,7 @@ def main() -> None:
     result = {"data": args.data, "seed": args.seed, "channels": channels, "steps": step,
               "pairs": step * args.batch, "minutes": args.minutes, "lr": args.lr,
               "threads": torch.get_num_threads(),
-              "norm": args.norm, "standardise": args.standardise, "log": log, "test": {}}
+              "norm": args.norm, "log": log, "test": {}}
     for s, name in enumerate(CLASSES):
         d = dist[:, s][p_te[:, s]]
         result["test"][name] = {"mean_px": float(d.mean()), "median_px": float(d.median()),
@@ -113,7 +105,6 @@ def main() -> None:
     print(json.dumps(result["test"], indent=1))
     with open(args.out + ".tmp", "w") as f:
         json.dump(result, f, indent=1)
-    import os
     os.replace(args.out + ".tmp", args.out)
 
 
