@@ -1,0 +1,33 @@
+"""The allocator thresholds: a freed block is reused without new page faults."""
+import subprocess
+import sys
+
+import pytest
+
+from flowcaps.allocator import keep_freed_memory
+
+# Allocates, frees and allocates again 64 MiB in a fresh process and prints the page faults of
+# the second allocation: glibc serves a block this large with fresh mmap pages unless told not to.
+PROBE = """
+import resource, sys
+from flowcaps.allocator import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+block = bytearray(1 << 26); del block
+before = faults(); block = bytearray(1 << 26); del block
+print(faults() - before)
+"""
+
+
+def second_allocation_faults(mode: str) -> int:
+    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
+                         check=True)
+    return int(out.stdout)
+
+
+@pytest.mark.skipif(not keep_freed_memory(), reason="glibc's mallopt is not available here")
+def test_kept_memory_is_reused_without_page_faults():
+    pages = (1 << 26) // 4096
+    assert second_allocation_faults("default") > pages // 2  # fresh pages every time
+    assert second_allocation_faults("keep") < pages // 20  # the freed heap block again
