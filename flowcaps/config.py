@@ -160,9 +160,6 @@ class TrainConfig:
     # (duplicates of one shape); 0 = off (the paper). overlap_tau: its flow tolerance in pixels.
     w_overlap: float = 0.0
     overlap_tau: float = 1.0
-    # The overlap term counts from this fraction of the run on (0 = from the start): from the
-    # start it keeps the capsules from settling on the shapes; late, it removes a duplicate.
-    overlap_start: float = 0.0
     # Weight of losses.slow_loss, E_u |Phi(u)|^2 in pixels^2: of the motions the image cannot
     # tell apart (a plain background), the slowest; 0 = off (the paper).
     w_slow: float = 0.0
@@ -212,8 +209,6 @@ class TrainConfig:
                                 f"{self.mix_first} with mix_data={self.mix_data!r}")
         if self.w_slow < 0:
             raise FlowcapsError(f"w_slow must be >= 0, got {self.w_slow}")
-        if not 0 <= self.overlap_start < 1:
-            raise FlowcapsError(f"overlap_start must be in [0, 1), got {self.overlap_start}")
         if self.w_overlap < 0 or self.overlap_tau <= 0:
             raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
                                 f"{self.w_overlap} and {self.overlap_tau}")

@@ -90,13 +90,12 @@ def sample_indices(b: int, h: int, w: int, points: int, gen: torch.Generator | N
 def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                    pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
                    cfg: TrainConfig, center_scale: float | torch.Tensor = 1.0,
-                   weight: torch.Tensor | None = None,
-                   overlap_scale: float | torch.Tensor = 1.0) -> LossTerms:
+                   weight: torch.Tensor | None = None) -> LossTerms:
     """Loss of predicting frame `src` by backward-warping frame `dst` with src's capsules.
 
     caps, caps_next: (shape, pose, depth) of src and of dst; pyr_*: blurred copies (B, 3, H, W);
     weight (B, P): importance weights of the points (None = uniform samples); center_scale: the
-    centre term's warm-up factor; overlap_scale: the overlap term's (0 before `overlap_start`).
+    centre term's warm-up factor.
     """
     if weight is None:
         weight = torch.ones(idx.shape, device=idx.device)
@@ -147,8 +146,7 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-             + cfg.w_appearance * appearance + overlap_scale * cfg.w_overlap * overlap
-             + cfg.w_slow * slow)
+             + cfg.w_appearance * appearance + cfg.w_overlap * overlap + cfg.w_slow * slow)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
                      appearance=appearance, overlap=overlap, slow=slow)
 
@@ -240,8 +238,7 @@ def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch
 
 
 def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: TrainConfig,
-              gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0,
-              overlap_scale: float | torch.Tensor = 1.0) -> LossTerms:
+              gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0) -> LossTerms:
     """The training loss of a batch of pairs img0, img1 (B, 3, H, W) in [0, 1].
 
     Both frames are parsed (the flow needs both poses); with `both_directions` the pair is also
@@ -264,12 +261,10 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     density = edge_density(img0, img1, cfg.edge_sigma) if cfg.edge_sampling > 0 else None
     idx, wt = sample_indices(b, h, w, cfg.points, gen, img0.device, density, cfg.edge_sampling)
     with ctx:
-        terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt,
-                                overlap_scale)]
+        terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt)]
         if cfg.both_directions:
             idx1, wt1 = sample_indices(b, h, w, cfg.points, gen, img0.device, density,
                                        cfg.edge_sampling)
-            terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1,
-                                        overlap_scale))
+            terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1))
     return LossTerms(**{f.name: sum(getattr(t, f.name) for t in terms) / len(terms)
                         for f in fields(LossTerms)})

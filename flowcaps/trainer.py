@@ -51,8 +51,8 @@ class _LossModule(nn.Module):
         self.cfg = cfg
 
     def forward(self, img0: torch.Tensor, img1: torch.Tensor, gen: torch.Generator,
-                center_scale: torch.Tensor, overlap_scale: torch.Tensor) -> LossTerms:
-        return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale, overlap_scale)
+                center_scale: torch.Tensor) -> LossTerms:
+        return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale)
 
 
 def _upgrade_log(path: Path) -> None:
@@ -389,10 +389,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
             center_scale = min(1.0, frac / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
             if cfg.prior_anneal > 0 and hasattr(model.encoder, "prior_gain"):
                 model.encoder.prior_gain.fill_(_fade(frac, cfg.prior_anneal))
-            overlap_scale = float(frac >= cfg.overlap_start)
-            # Tensors, not floats: torch.compile would specialise (recompile) on every value.
-            terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device),
-                            torch.tensor(overlap_scale, device=device))
+            # A tensor, not a float: torch.compile would specialise (recompile) on every value.
+            terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device))
             loss = _agree(float(terms.total.detach()), world, device)  # every rank decides alike
             median = statistics.median(recent) if len(recent) >= 20 else math.inf
             if not math.isfinite(loss) or loss > cfg.explode_factor * median:

@@ -208,19 +208,3 @@ def test_a_1x1_conv_weight_takes_the_strides_of_its_compiled_gradient():
     assert net[1].weight.stride() == (4, 1, 4, 4)
     assert net[0].weight.stride() == (27, 9, 3, 1), "a 3x3 weight keeps its layout"
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
-
-
-def test_overlap_term_counts_from_overlap_start(tmp_path, monkeypatch):
-    seen, original = [], train_mod.pair_loss
-
-    def recording(*args):
-        seen.append(float(args[6]))  # pair_loss(model, img0, img1, cfg, gen, center, overlap)
-        return original(*args)
-
-    monkeypatch.setattr(train_mod, "pair_loss", recording)
-    cfg = tiny_config(tmp_path / "run", w_overlap=0.1, overlap_start=0.5)
-    train_mod.fit(cfg, tiny_pairs(), progress=False)
-    assert seen == [0.0] * 4 + [1.0] * 4  # 8 steps: off for the first half of the run
-    for bad in (-0.1, 1.0):
-        with pytest.raises(FlowcapsError, match="overlap_start"):
-            cfg.replace(overlap_start=bad).validate()
