@@ -302,7 +302,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
         # Flat-coloured images give tiny gradients; denormal floats are very slow on x86.
         torch.set_flush_denormal(True)
-        keep_freed_memory()  # no page faults for each step's activations: 1.29x the pairs
+        keep_freed_memory()  # no page faults for each step's activations: 1.2-1.3x the pairs
     local = len(pairs) if rank_part else len(pairs) // world
     _check_batch(local, world, cfg.batch_size)
     part = pairs if rank_part else pairs[rank * local:(rank + 1) * local]

@@ -5,8 +5,8 @@ Each row times full training steps (loss, backward, Adam) of one rank of the qui
 pairs (speed does not depend on the content once denormals are flushed), after warm-up steps,
 taking the median step time. Levers at 64 px, each changed alone: bf16, torch.compile, pixel
 sampling (points=0 evaluates the full grid), the split first decoder layer, both directions,
-the blur pyramid, the allocator thresholds, threads against processes. Writes results/bench/flowcaps-<cpu>.json (about
-ten minutes: each compiled row compiles afresh).
+the blur pyramid, the allocator thresholds, threads against processes. Writes
+results/bench/flowcaps-<cpu>.json (ten to twenty minutes: each compiled row compiles afresh).
 
     .venv/bin/python scripts/bench_flowcaps.py [--steps 10] [--out PATH]
 """
@@ -54,7 +54,7 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool
     torch.manual_seed(0)
     torch.set_num_threads(cfg.threads or 1)
     torch.set_flush_denormal(True)
-    if keep_memory:  # as the trainer does; glibc cannot be set back, so the lever row spawns
+    if keep_memory:  # as the trainer does
         keep_freed_memory()
     model = FlowCapsules(cfg.model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -104,9 +104,14 @@ def main(steps: int, out: str | None) -> None:
     bf16 = resolve_bf16(base.bf16, torch.device("cpu"))
     rows = []
 
-    def run(name: str, cfg: TrainConfig, size: int = 64) -> None:
+    def run(name: str, cfg: TrainConfig, size: int = 64, keep_memory: bool = True) -> None:
         cfg = cfg.replace(model={"image_size": size})
-        res = {"name": name, "size": size, **time_config(cfg, steps)}
+        if keep_memory:
+            timed = time_config(cfg, steps)
+        else:  # this process's allocator cannot be set back: a fresh one times glibc's defaults
+            with mp.get_context("spawn").Pool(1) as pool:
+                timed = pool.apply(time_config, (cfg, steps, 3, False))
+        res = {"name": name, "size": size, **timed}
         rows.append(res)
         click.echo(json.dumps(res))
 
@@ -120,11 +125,7 @@ def main(steps: int, out: str | None) -> None:
     run("one direction only (both_directions off)", base.replace(both_directions=False))
     run("no blur pyramid (blur_sigmas=(0,))", base.replace(blur_sigmas=(0.0,)))
     run("encoder GroupNorm (model.enc_norm=8)", base.replace(model={"enc_norm": 8}))
-    # glibc's default thresholds, in a fresh process: this one's allocator is already changed.
-    with mp.get_context("spawn").Pool(1) as pool:
-        res = pool.apply(time_config, (base.replace(model={"image_size": 64}), steps, 3, False))
-    rows.append({"name": "allocator thresholds off (glibc defaults)", "size": 64, **res})
-    click.echo(json.dumps(rows[-1]))
+    run("allocator thresholds off (glibc defaults)", base, keep_memory=False)
     run("2 threads, full batch (one process)", base.replace(threads=2, batch_size=quick.batch_size))
     # Two 1-thread processes at once, as `torchrun --nproc-per-node 2` runs them (the gradient
     # all-reduce of ~0.5M parameters is not included; it is small next to a step).
