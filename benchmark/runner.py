@@ -331,4 +331,13 @@ def execute_all(plans: list[Plan], jobs: int, echo=print) -> list[Path]:
 def _execute_logged(p: Plan) -> tuple[list[Path], list[str]]:
     """execute() without progress bars, its messages returned to the parent."""
     lines: list[str] = []
+    keep_freed_memory()
     return execute(p, progress=False, echo=lines.append), lines
+
+
+def keep_freed_memory() -> None:
+    """For a process that evaluates (or trains a baseline in-process): freed batches are
+    reused instead of faulted in anew each time; the arithmetic is unchanged. Called by the
+    commands, not by `execute`, so a test's process keeps its own allocator."""
+    from flowcaps.allocator import keep_freed_memory as keep
+    keep()
