@@ -101,8 +101,9 @@ def main() -> None:
 def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, device, force,
             checkpoint, test_limit):
     """Make the data if missing, train METHOD (resuming), evaluate, write a record per seed."""
-    from benchmark.runner import RunRequest, execute, keep_freed_memory, plan
-    keep_freed_memory()
+    from benchmark.runner import RunRequest, execute, plan
+    from flowcaps.allocator import keep_freed_memory
+    keep_freed_memory()  # evaluation batches reuse freed memory (benchmark.runner._execute_logged)
     p = plan(RunRequest(method=method, dataset=dataset, profile=profile, seeds=_seeds(seeds),
                         data=data, make_data=make_data, results=results, runs=runs,
                         device=device, checkpoint=checkpoint, test_limit=test_limit,
@@ -121,9 +122,9 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
     """Run Table 3's grid for FlowCapsules (benchmark/paper_tables.py: K, |s|; decoder depth
     and depth ordering on Geo)."""
     from benchmark.paper_tables import TABLE3_METHOD
-    from benchmark.runner import (RunRequest, ablation_requests, execute_all,
-                                  keep_freed_memory, plan)
-    keep_freed_memory()
+    from benchmark.runner import RunRequest, ablation_requests, execute_all, plan
+    from flowcaps.allocator import keep_freed_memory
+    keep_freed_memory()  # evaluation batches reuse freed memory (benchmark.runner._execute_logged)
     base = RunRequest(method=TABLE3_METHOD, dataset=dataset, profile=profile,
                       seeds=_seeds(seeds), data=data, make_data=make_data, results=results,
                       runs=runs, device=device, force=force)

@@ -330,14 +330,9 @@ def execute_all(plans: list[Plan], jobs: int, echo=print) -> list[Path]:
 
 def _execute_logged(p: Plan) -> tuple[list[Path], list[str]]:
     """execute() without progress bars, its messages returned to the parent."""
-    lines: list[str] = []
+    from flowcaps.allocator import keep_freed_memory
+    # Set by the processes that run commands, not by `execute`, so a test's process keeps its
+    # own allocator: evaluation batches reuse freed memory; the arithmetic is unchanged.
     keep_freed_memory()
+    lines: list[str] = []
     return execute(p, progress=False, echo=lines.append), lines
-
-
-def keep_freed_memory() -> None:
-    """For a process that evaluates (or trains a baseline in-process): freed batches are
-    reused instead of faulted in anew each time; the arithmetic is unchanged. Called by the
-    commands, not by `execute`, so a test's process keeps its own allocator."""
-    from flowcaps.allocator import keep_freed_memory as keep
-    keep()
