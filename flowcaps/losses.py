@@ -191,16 +191,14 @@ def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, 
     return (pairs * weight).mean()
 
 
-def distinct_loss(model: FlowCapsules, margin: float, n: int = 32, extent: float = 2.5,
-                  fill: float = 0.2) -> torch.Tensor:
-    """Sum over capsule pairs of relu(cos - margin) / (1 - margin): 1 for each pair of copies.
+def shape_likeness(model: FlowCapsules, n: int = 32, extent: float = 2.5,
+                   fill: float = 0.2) -> torch.Tensor:
+    """(K, K) cosines of the capsules' learned canonical masks D(v; s_k), alike up to scale and offset.
 
-    cos is the cosine of two capsules' canonical masks D(v; s_k) on an n x n grid over
-    [-extent, extent]^2, each mask first moved to its centroid and zoomed to cover `fill` of the
-    grid (both detached, so every shape is seen at one resolution): a copy cannot hide behind
-    another scale or offset in its pose (rotations are not factored out). With one learned shape per capsule, a spare capsule that
-    learns a class's shape takes that class in part of the images, and the render loss cannot
-    tell the copies apart; the fixed assignment then loses those images.
+    Each mask is sampled on an n x n grid over [-extent, extent]^2 after it is moved to its
+    centroid and zoomed to cover `fill` of the grid (both detached, so every shape is seen at one
+    resolution): a copy cannot hide behind another scale or offset in its pose (rotations are
+    not factored out). Needs model.shape_code "capsule".
     """
     shape = model.shape_embed  # (K, S)
     k = shape.shape[0]
@@ -219,8 +217,19 @@ def distinct_loss(model: FlowCapsules, margin: float, n: int = 32, extent: float
     v = grid * zoom[:, None, None] + centre[:, None]  # (K, G, 2)
     q = torch.sigmoid(model.decoder(shape[None], v[None]).float())[0]  # (K, G)
     q = q / q.norm(dim=1, keepdim=True).clamp_min(1e-6)
-    cos = q @ q.T  # (K, K)
-    i, j = torch.triu_indices(k, k, 1, device=shape.device)
+    return q @ q.T  # (K, K)
+
+
+def distinct_loss(model: FlowCapsules, margin: float) -> torch.Tensor:
+    """Sum over capsule pairs of relu(cos - margin) / (1 - margin), cos their `shape_likeness`.
+
+    1 for each pair of copies. With one learned shape per capsule, a spare capsule that learns a
+    class's shape takes that class in part of the images, and the render loss cannot tell the
+    copies apart; the fixed assignment then loses those images.
+    """
+    cos = shape_likeness(model)  # (K, K)
+    k = cos.shape[0]
+    i, j = torch.triu_indices(k, k, 1, device=cos.device)
     return (F.relu(cos[i, j] - margin) / (1 - margin)).sum()
 
 

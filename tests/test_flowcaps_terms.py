@@ -6,7 +6,7 @@ from flowcaps.config import ModelConfig, TrainConfig
 import pytest
 
 from flowcaps import FlowcapsError
-from flowcaps.losses import (appearance_loss, distinct_loss, overlap_loss, pair_loss,
+from flowcaps.losses import (appearance_loss, distinct_loss, overlap_loss, pair_loss, shape_likeness,
                              shuffle_channels, slow_loss)
 from flowcaps.model import FlowCapsules
 
@@ -198,6 +198,9 @@ def test_distinct_counts_copies_whatever_their_scale_and_spares_different_shapes
     # Three copies make three pairs; the square beside them adds none.
     three = _capsules([(0.5, -1), (0.7, -1), (0.9, -1), (0.6, 1)])
     assert 2.85 < float(distinct_loss(three, 0.96).detach()) <= 3.0
+    cos = shape_likeness(three).detach()  # (4, 4)
+    assert torch.allclose(cos, cos.T) and torch.allclose(cos.diagonal(), torch.ones(4))
+    assert float(cos[:3, 3].max()) < 0.96
 
 
 def test_distinct_pushes_copies_apart_and_enters_the_total_ramped():
