@@ -195,16 +195,14 @@ def shape_likeness(model: FlowCapsules, n: int = 32, extent: float = 2.5,
                    fill: float = 0.2) -> torch.Tensor:
     """(K, K) cosines of the capsules' learned canonical masks D(v; s_k), alike up to scale and offset.
 
-    Each mask is sampled on an n x n grid over [-extent, extent]^2 after it is moved to its
+    Each mask is sampled at the n x n cell centres of [-extent, extent]^2 after it is moved to its
     centroid and zoomed to cover `fill` of the grid (both detached, so every shape is seen at one
     resolution): a copy cannot hide behind another scale or offset in its pose (rotations are
     not factored out). Needs model.shape_code "capsule".
     """
     shape = model.shape_embed  # (K, S)
     k = shape.shape[0]
-    g = torch.linspace(-extent, extent, n, device=shape.device)
-    yy, xx = torch.meshgrid(g, g, indexing="ij")
-    grid = torch.stack([xx, yy], -1).reshape(-1, 2)  # (G, 2)
+    grid = extent * geometry.pixel_centres(n, n, shape.device)  # (G, 2)
     zoom = torch.ones(k, device=shape.device)  # (K,)
     centre = torch.zeros(k, 2, device=shape.device)  # (K, 2)
     with torch.no_grad():

@@ -1,11 +1,9 @@
 """The loss terms beyond the paper's (appearance, overlap, slow, distinct), the blur pyramid, colour shuffle."""
+import pytest
 import torch
 
-from flowcaps import geometry
+from flowcaps import FlowcapsError, geometry
 from flowcaps.config import ModelConfig, TrainConfig
-import pytest
-
-from flowcaps import FlowcapsError
 from flowcaps.losses import (appearance_loss, distinct_loss, overlap_loss, pair_loss, shape_likeness,
                              shuffle_channels, slow_loss)
 from flowcaps.model import FlowCapsules
