@@ -1,11 +1,9 @@
-"""The loss terms beyond the paper's (appearance, overlap, slow, distinct), the blur pyramid, colour shuffle."""
-import pytest
+"""The loss terms beyond the paper's (appearance, overlap, slow), the blur pyramid, colour shuffle."""
 import torch
 
-from flowcaps import FlowcapsError, geometry
+from flowcaps import geometry
 from flowcaps.config import ModelConfig, TrainConfig
-from flowcaps.losses import (appearance_loss, distinct_loss, overlap_loss, pair_loss, shape_likeness,
-                             shuffle_channels, slow_loss)
+from flowcaps.losses import appearance_loss, overlap_loss, pair_loss, shuffle_channels, slow_loss
 from flowcaps.model import FlowCapsules
 
 H = W = 16
@@ -165,63 +163,3 @@ def test_slow_enters_the_total_with_its_weight():
     off = pair_loss(model, img0, img1, cfg.replace(w_slow=0.0), torch.Generator().manual_seed(0))
     assert float(on.slow.detach()) > 0 and float(off.slow) == 0.0
     assert torch.allclose(on.total, off.total + 0.5 * on.slow, atol=1e-6)
-
-
-class _Outlines(torch.nn.Module):
-    """A stand-in decoder: shape code (size, kind) draws a disc (kind < 0) or a square of that size."""
-
-    def forward(self, shape: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        size, kind = shape[..., 0:1], shape[..., 1:2]  # (B, K, 1)
-        disc = size - v.norm(dim=-1)  # (B, K, P)
-        square = size - v.abs().amax(-1)  # (B, K, P)
-        return 200 * torch.where(kind < 0, disc, square)
-
-
-def _capsules(codes: list[tuple[float, float]]) -> FlowCapsules:
-    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8), num_capsules=len(codes),
-                                     shape_code="capsule"))
-    model.decoder = _Outlines()
-    with torch.no_grad():
-        model.shape_embed.data = torch.zeros(len(codes), model.config.shape_dim)
-        model.shape_embed[:, :2] = torch.tensor(codes)
-    return model
-
-
-def test_distinct_counts_copies_whatever_their_scale_and_spares_different_shapes():
-    # Two discs of radius 0.5 and 1.0 are one shape at two scales: a pair of copies (the
-    # grid keeps it a little under 1).
-    assert float(distinct_loss(_capsules([(0.5, -1), (1.0, -1)]), 0.96).detach()) > 0.95
-    # A disc and a square of equal area (cosine about 0.91) are different shapes.
-    assert float(distinct_loss(_capsules([(0.6, -1), (0.532, 1)]), 0.96).detach()) == 0.0
-    # Three copies make three pairs; the square beside them adds none.
-    three = _capsules([(0.5, -1), (0.7, -1), (0.9, -1), (0.6, 1)])
-    assert 2.85 < float(distinct_loss(three, 0.96).detach()) <= 3.0
-    cos = shape_likeness(three).detach()  # (4, 4)
-    assert torch.allclose(cos, cos.T) and torch.allclose(cos.diagonal(), torch.ones(4))
-    assert float(cos[:3, 3].max()) < 0.96
-
-
-def test_distinct_pushes_copies_apart_and_enters_the_total_ramped():
-    torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8), shape_code="capsule"))
-    with torch.no_grad():
-        model.shape_embed[1] = model.shape_embed[0]  # capsule 1 a copy of capsule 0
-    term = distinct_loss(model, 0.96)
-    assert float(term.detach()) >= 1.0 - 1e-4
-    term.backward()
-    assert model.shape_embed.grad[:2].abs().sum() > 0
-    gen = torch.Generator().manual_seed(3)
-    img0, img1 = torch.rand(2, 4, 3, H, W, generator=gen)
-    cfg = TrainConfig(model=model.config, points=0, smooth_points=0, w_distinct=0.5)
-    on = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0), center_scale=0.5)
-    off = pair_loss(model, img0, img1, cfg.replace(w_distinct=0.0), torch.Generator().manual_seed(0),
-                    center_scale=0.5)
-    assert float(on.distinct.detach()) >= 1.0 - 1e-4 and float(off.distinct) == 0.0
-    assert torch.allclose(on.total, off.total + 0.5 * 0.5 * on.distinct, atol=1e-6)
-
-
-def test_distinct_needs_one_shape_per_capsule():
-    with pytest.raises(FlowcapsError, match="shape_code"):
-        TrainConfig(model=ModelConfig(shape_code="image"), w_distinct=0.1).validate()
-    with pytest.raises(FlowcapsError, match="distinct_margin"):
-        TrainConfig(model=ModelConfig(shape_code="capsule"), distinct_margin=1.0).validate()
