@@ -163,11 +163,6 @@ class TrainConfig:
     # Weight of losses.slow_loss, E_u |Phi(u)|^2 in pixels^2: of the motions the image cannot
     # tell apart (a plain background), the slowest; 0 = off (the paper).
     w_slow: float = 0.0
-    # Weight of losses.distinct_loss (needs model.shape_code "capsule"): capsule pairs whose
-    # learned shapes are alike beyond distinct_margin (cosine of the centred, area-normalised
-    # canonical masks), i.e. a spare capsule copying a class's shape; 0 = off (the paper).
-    w_distinct: float = 0.0
-    distinct_margin: float = 0.96
     # Fade the heat maps' spatial prior out over this fraction of the run (0 = keep it): it breaks
     # the capsules' symmetry at the start, but kept, a capsule owns a region, not a kind of shape.
     prior_anneal: float = 0.0
@@ -214,12 +209,6 @@ class TrainConfig:
                                 f"{self.mix_first} with mix_data={self.mix_data!r}")
         if self.w_slow < 0:
             raise FlowcapsError(f"w_slow must be >= 0, got {self.w_slow}")
-        if self.w_distinct < 0 or not 0 < self.distinct_margin < 1:
-            raise FlowcapsError(f"w_distinct must be >= 0 and distinct_margin in (0, 1), got "
-                                f"{self.w_distinct} and {self.distinct_margin}")
-        if self.w_distinct > 0 and self.model.shape_code != "capsule":
-            raise FlowcapsError("w_distinct needs model.shape_code 'capsule' (one learned shape "
-                                "per capsule)")
         if self.w_overlap < 0 or self.overlap_tau <= 0:
             raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
                                 f"{self.w_overlap} and {self.overlap_tau}")

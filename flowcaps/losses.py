@@ -3,7 +3,7 @@
 Letters: B batch, K capsules, P sampled points, H, W image side.
 
 L = L_render + w_smooth * L_smooth + w_center * L_center + w_appearance * L_appearance
-    + w_overlap * L_overlap + w_slow * L_slow + w_distinct * L_distinct,
+    + w_overlap * L_overlap + w_slow * L_slow,
 with every expectation over pixels estimated at P pixel centres drawn per image (the loss is an
 expectation over u, so sampling is an unbiased estimate of it; P = 0 uses the full grid). The
 paper's loss is the first three terms.
@@ -20,8 +20,6 @@ paper's loss is the first three terms.
 - L_overlap (ours): two capsules covering the same pixels while moving alike (`overlap_loss`).
 - L_slow (ours): E_u |Phi(u)|^2 in pixels^2, the slowest of the flows the other terms cannot
   tell apart (`slow_loss`).
-- L_distinct (ours): capsule pairs whose learned shapes are near copies (`distinct_loss`); it
-  ramps in with the centre term.
 """
 from __future__ import annotations
 
@@ -45,7 +43,6 @@ class LossTerms:
     appearance: torch.Tensor
     overlap: torch.Tensor
     slow: torch.Tensor
-    distinct: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -151,7 +148,7 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
              + cfg.w_appearance * appearance + cfg.w_overlap * overlap + cfg.w_slow * slow)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance, overlap=overlap, slow=slow, distinct=phi.new_zeros(()))
+                     appearance=appearance, overlap=overlap, slow=slow)
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -189,46 +186,6 @@ def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, 
         gate = torch.exp(-d2 / tau ** 2) * (1 - torch.eye(k, device=masks.device))[..., None]  # (B, K, K, P)
     pairs = torch.einsum("bjp,bjkp,bkp->bp", masks, gate.to(masks.dtype), masks)  # (B, P)
     return (pairs * weight).mean()
-
-
-def shape_likeness(model: FlowCapsules, n: int = 32, extent: float = 2.5,
-                   fill: float = 0.2) -> torch.Tensor:
-    """(K, K) cosines of the capsules' learned canonical masks D(v; s_k), alike up to scale and offset.
-
-    Each mask is sampled at the n x n cell centres of [-extent, extent]^2 after it is moved to its
-    centroid and zoomed to cover `fill` of the grid (both detached, so every shape is seen at one
-    resolution): a copy cannot hide behind another scale or offset in its pose (rotations are
-    not factored out). Needs model.shape_code "capsule".
-    """
-    shape = model.shape_embed  # (K, S)
-    k = shape.shape[0]
-    grid = extent * geometry.pixel_centres(n, n, shape.device)  # (G, 2)
-    zoom = torch.ones(k, device=shape.device)  # (K,)
-    centre = torch.zeros(k, 2, device=shape.device)  # (K, 2)
-    with torch.no_grad():
-        for _ in range(2):  # the second pass measures a small mask again at a finer zoom
-            v = grid * zoom[:, None, None] + centre[:, None]  # (K, G, 2)
-            p = torch.sigmoid(model.decoder(shape[None], v[None]).float())[0]  # (K, G)
-            area = p.sum(1).clamp_min(1e-6)  # (K,) in grid cells at this zoom
-            centre = centre + zoom[:, None] * (p[..., None] * grid).sum(1) / area[:, None]
-            zoom = zoom * (area / (fill * n * n)).sqrt()
-    v = grid * zoom[:, None, None] + centre[:, None]  # (K, G, 2)
-    q = torch.sigmoid(model.decoder(shape[None], v[None]).float())[0]  # (K, G)
-    q = q / q.norm(dim=1, keepdim=True).clamp_min(1e-6)
-    return q @ q.T  # (K, K)
-
-
-def distinct_loss(model: FlowCapsules, margin: float) -> torch.Tensor:
-    """Sum over capsule pairs of relu(cos - margin) / (1 - margin), cos their `shape_likeness`.
-
-    1 for each pair of copies. With one learned shape per capsule, a spare capsule that learns a
-    class's shape takes that class in part of the images, and the render loss cannot tell the
-    copies apart; the fixed assignment then loses those images.
-    """
-    cos = shape_likeness(model)  # (K, K)
-    k = cos.shape[0]
-    i, j = torch.triu_indices(k, k, 1, device=cos.device)
-    return (F.relu(cos[i, j] - margin) / (1 - margin)).sum()
 
 
 def slow_loss(phi: torch.Tensor, weight: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -309,12 +266,5 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
             idx1, wt1 = sample_indices(b, h, w, cfg.points, gen, img0.device, density,
                                        cfg.edge_sampling)
             terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1))
-    mean = LossTerms(**{f.name: sum(getattr(t, f.name) for t in terms) / len(terms)
+    return LossTerms(**{f.name: sum(getattr(t, f.name) for t in terms) / len(terms)
                         for f in fields(LossTerms)})
-    if cfg.w_distinct > 0:
-        # Once per step, not per direction: it depends on the weights only. Ramped in with the
-        # centre term: every capsule starts as the same prior disc, and a full-weight push
-        # apart at the start would deal out arbitrary shapes before the data shapes them.
-        mean.distinct = distinct_loss(model, cfg.distinct_margin)
-        mean.total = mean.total + center_scale * cfg.w_distinct * mean.distinct
-    return mean
