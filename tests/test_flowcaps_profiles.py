@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").read_text())
 # Fields added since, at the value that reproduces the code before them.
 ADDED = {"appearance_background": "colour", "mix_data": None, "mix_first": 0.0, "w_slow": 0.0}
-ADDED_MODEL = {"enc_norm": 0}
+ADDED_MODEL = {"enc_norm": 0, "enc_norm_kind": "group"}
 # What the profiles changed on purpose since, added fields or not (docs/deviations.md says why).
 CHANGED = {"quick": {"appearance_background": "still", "bf16": "auto"},
            "long": {"appearance_background": "still", "bf16": "auto"},
