@@ -35,10 +35,6 @@ class ModelConfig:
     # one, where it would cost the most time), before its ReLU; 0 = none (the paper). The
     # encoder learns to find textured shapes on photographs sooner with it (docs/deviations.md).
     enc_norm: int = 0
-    # "group": GroupNorm(enc_norm groups); "batch": BatchNorm2d (batch statistics in training,
-    # running ones in eval; enc_norm > 0 turns it on, its group count unused). On a CPU torch's
-    # GroupNorm costs the encoder about twice its convs' time, BatchNorm about a tenth.
-    enc_norm_kind: str = "group"
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
     # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
     # position of a per-capsule heat map over the last-but-one conv block (see model.Encoder).
@@ -94,10 +90,7 @@ class ModelConfig:
             raise FlowcapsError(f"depth_init ({self.depth_init}) must exceed depth_min ({self.depth_min})")
         if self.pooled_params and self.translation_head != "softargmax":
             raise FlowcapsError("pooled_params needs translation_head softargmax")
-        if self.enc_norm_kind not in ("group", "batch"):
-            raise FlowcapsError(f"enc_norm_kind must be 'group' or 'batch', got {self.enc_norm_kind!r}")
-        if self.enc_norm < 0 or self.enc_norm_kind == "group" and any(
-                c % max(self.enc_norm, 1) for c in self.enc_channels[1:]):
+        if self.enc_norm < 0 or any(c % max(self.enc_norm, 1) for c in self.enc_channels[1:]):
             raise FlowcapsError(f"enc_norm ({self.enc_norm}) must be 0 or divide the channel "
                                 f"counts {self.enc_channels[1:]} of the encoder convs after the first")
         if self.dec_depth < 1:

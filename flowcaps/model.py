@@ -41,7 +41,7 @@ class PointMasks:
 
 
 class Encoder(nn.Module):
-    """Conv (+ GroupNorm or BatchNorm past the first, `enc_norm`) + ReLU with 2x2 average pooling between, a
+    """Conv (+ GroupNorm past the first, `enc_norm`) + ReLU with 2x2 average pooling between, a
     tanh FC, then K*C capsule numbers."""
 
     def __init__(self, cfg: ModelConfig):
@@ -54,8 +54,7 @@ class Encoder(nn.Module):
             c_in = c_out
         # Identity where off (no weights, so checkpoints without enc_norm keep their keys)
         self.norms = nn.ModuleList([nn.Identity()] + [
-            nn.Identity() if not cfg.enc_norm else
-            nn.BatchNorm2d(c) if cfg.enc_norm_kind == "batch" else nn.GroupNorm(cfg.enc_norm, c)
+            nn.GroupNorm(cfg.enc_norm, c) if cfg.enc_norm else nn.Identity()
             for c in cfg.enc_channels[1:]])
         # "softargmax" translation head: K heat maps from the last-but-one block (before its
         # pooling), t_k their spatial expectation; detection by local features gives capsules an

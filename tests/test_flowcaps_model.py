@@ -144,36 +144,6 @@ def test_encoder_group_norm_is_used_and_off_by_default():
     FlowCapsules(dataclasses.replace(SMALL, enc_norm=8))  # the first conv's 4 channels are free
 
 
-def test_encoder_batch_norm_uses_batch_statistics_in_training_and_running_ones_after(tmp_path):
-    from flowcaps import checkpoint
-    torch.manual_seed(0)
-    cfg = dataclasses.replace(SMALL, enc_norm=1, enc_norm_kind="batch")
-    model = FlowCapsules(cfg)
-    norm = model.encoder.norms[1]
-    assert isinstance(norm, torch.nn.BatchNorm2d) and isinstance(model.encoder.norms[0], torch.nn.Identity)
-    seen = []
-    norm.register_forward_hook(lambda m, i, o: seen.append(o.detach()))
-    model.train()
-    model.parse(_images(4))
-    out = seen.pop()  # (B, 8, h, w)
-    per_channel = out.transpose(0, 1).reshape(8, -1)  # (8, B*h*w)
-    assert torch.allclose(per_channel.mean(-1), torch.zeros(8), atol=1e-4)
-    assert torch.allclose(per_channel.var(-1, unbiased=False), torch.ones(8), atol=0.05)  # eps
-    assert float(norm.running_mean.abs().sum()) > 0  # the running statistics moved
-    # A checkpoint keeps them, and the loaded model (eval mode) normalises by them: one image
-    # parses the same alone as beside others.
-    path = checkpoint.save(tmp_path / "m.pt", TrainConfig(model=cfg), model)
-    loaded = checkpoint.load(path)
-    assert torch.equal(loaded.encoder.norms[1].running_var, norm.running_var)
-    imgs = _images(3)
-    with torch.no_grad():
-        both = loaded.encoder(imgs)[0]  # (3, K, C)
-        one = loaded.encoder(imgs[:1])[0]  # (1, K, C)
-    assert torch.allclose(both[:1], one, atol=1e-5)
-    with pytest.raises(FlowcapsError, match="enc_norm_kind"):
-        FlowCapsules(dataclasses.replace(SMALL, enc_norm=1, enc_norm_kind="layer"))
-
-
 def test_config_json_round_trip_and_errors():
     cfg = PROFILES["quick"](out="somewhere").replace(blur_sigmas=[0.0, 2.0], model={"num_capsules": 5})
     assert cfg.blur_sigmas == (0.0, 2.0) and cfg.model.num_capsules == 5

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").read_text())
 # Fields added since, at the value that reproduces the code before them.
 ADDED = {"appearance_background": "colour", "mix_data": None, "mix_first": 0.0, "w_slow": 0.0}
-ADDED_MODEL = {"enc_norm": 0, "enc_norm_kind": "group"}
+ADDED_MODEL = {"enc_norm": 0}
 # What the profiles changed on purpose since, added fields or not (docs/deviations.md says why).
 CHANGED = {"quick": {"appearance_background": "still", "bf16": "auto"},
            "long": {"appearance_background": "still", "bf16": "auto"},
@@ -63,7 +63,8 @@ def test_removed_switches_load_only_at_their_off_value():
             TrainConfig.from_json(_saved({key: on}, {}))
     for key in removed.MODEL_FIELDS:
         on = {"heat_offset": 0.15, "depth_code": "capsule", "mask_reading": "logit",
-              "heat_block": -1, "enc_extra_convs": 1, "heat_window": 2}[key]
+              "heat_block": -1, "enc_extra_convs": 1, "heat_window": 2,
+              "enc_norm_kind": "batch"}[key]
         with pytest.raises(FlowcapsError, match=f"model.{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({}, {key: on}))
     # a removed value of a kept switch is refused by validation
