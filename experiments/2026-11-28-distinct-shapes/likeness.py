@@ -21,8 +21,8 @@ def shape_likeness(model, n: int = 32, extent: float = 2.5, fill: float = 0.2) -
     shape = model.shape_embed  # (K, S)
     k = shape.shape[0]
     grid = extent * geometry.pixel_centres(n, n, shape.device)  # (G, 2)
-    zoom = torch.ones(k)  # (K,)
-    centre = torch.zeros(k, 2)  # (K, 2)
+    zoom = torch.ones(k, device=shape.device)  # (K,)
+    centre = torch.zeros(k, 2, device=shape.device)  # (K, 2)
     for _ in range(2):  # the second pass measures a small mask again at a finer zoom
         v = grid * zoom[:, None, None] + centre[:, None]  # (K, G, 2)
         p = torch.sigmoid(model.decoder(shape[None], v[None]).float())[0]  # (K, G)
