@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # as differences from the paper and the unused switches were removed.
 BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").read_text())
 # Fields added since, at the value that reproduces the code before them.
-ADDED = {"appearance_background": "colour", "mix_data": None, "mix_first": 0.0, "w_slow": 0.0}
+ADDED = {"appearance_background": "colour", "mix_data": None, "mix_first": 0.0, "w_slow": 0.0,
+         "sampling_density": "gradient"}
 ADDED_MODEL = {"enc_norm": 0}
 # What the profiles changed on purpose since, added fields or not (docs/deviations.md says why).
 CHANGED = {"quick": {"appearance_background": "still", "bf16": "auto"},
