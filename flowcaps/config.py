@@ -20,7 +20,7 @@ TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
 CENTER_FORMS = ("spread", "spread_image")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
-SAMPLING_DENSITIES = ("gradient", "change")
+EDGE_SOURCES = ("gradient", "difference")
 
 
 @dataclass(frozen=True)
@@ -139,12 +139,12 @@ class TrainConfig:
     points: int = 256  # pixel centres sampled per image for the losses; 0 = the full grid
     smooth_points: int = 32  # of those, how many also get +1 px neighbours for L_smooth
     # Importance sampling of the points: a mix of uniform and a density blurred by edge_sigma px,
-    # each point weighted by 1 / (H W q): still unbiased. The density is `sampling_density`:
-    # "gradient" |grad I| + |grad I'| (edges), or "change" |I' - I| (what moved between the frames:
-    # on a textured still background the edges are mostly the background's own).
+    # each point weighted by 1 / (H W q): still unbiased. The density is `edge_source`:
+    # "gradient" |grad I| + |grad I'| (edges), or "difference" |I' - I| (what moved: on a
+    # textured still background most edges are the background's own, which tell nothing).
     edge_sampling: float = 0.8
     edge_sigma: float = 3.0
-    sampling_density: str = "gradient"
+    edge_source: str = "gradient"
     blur_sigmas: tuple[float, ...] = (0.0, 1.5, 3.0)  # render-loss pyramid; (0.0,) = paper
     both_directions: bool = True  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
@@ -193,7 +193,7 @@ class TrainConfig:
         for name, allowed in (("device", DEVICES), ("lr_schedule", SCHEDULES),
                               ("center_form", CENTER_FORMS),
                               ("appearance_background", APPEARANCE_BACKGROUNDS),
-                              ("sampling_density", SAMPLING_DENSITIES)):
+                              ("edge_source", EDGE_SOURCES)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:

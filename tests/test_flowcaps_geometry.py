@@ -102,14 +102,14 @@ def test_known_translation_flow_and_warp_sign():
     assert right < 1e-4 < still < wrong
 
 
-@pytest.mark.parametrize("kind", ["gradient", "change"])
-def test_importance_sampling_is_unbiased(kind):
+@pytest.mark.parametrize("source", ["gradient", "difference"])
+def test_importance_sampling_is_unbiased(source):
     """Edge-weighted samples with 1 / (H W q) weights estimate the mean over all pixels."""
     from flowcaps.losses import edge_density, sample_indices
 
     img0, img1 = _square_image(14.5, 16.5), _square_image(17.5, 14.5)
     f = (img0 - img1).abs().sum(1).reshape(1, -1)  # (1, H*W): lives on the edges only
-    dens = edge_density(img0, img1, 2.0, kind)
+    dens = edge_density(img0, img1, 2.0, source)
     assert abs(float(dens.sum()) - 1) < 1e-5
     gen = torch.Generator().manual_seed(0)
     draws = [sample_indices(1, H, W, 1000, gen, torch.device("cpu"), dens, 0.8) for _ in range(30)]
@@ -121,9 +121,10 @@ def test_importance_sampling_is_unbiased(kind):
     assert float((f.gather(1, idx) > 0).float().mean()) > 3 * float((f > 0).float().mean())
 
 
-def test_change_density_finds_a_moving_shape_on_texture():
-    """On a textured still background the gradient density spreads over the texture; the change
-    density |I' - I| stays on the moving square (both of its places)."""
+def test_difference_density_finds_a_moving_shape_on_texture():
+    """On a textured still background the gradient density spreads over the texture; the
+    difference density |I' - I| stays on the moving square (both of its places), and is uniform
+    where nothing moved."""
     from flowcaps.losses import edge_density
 
     texture = torch.rand(1, 3, H, W, generator=torch.Generator().manual_seed(0))
@@ -135,6 +136,8 @@ def test_change_density_finds_a_moving_shape_on_texture():
         img[0, :, inside] = torch.tensor([0.9, 0.1, 0.1])[:, None]
         square |= inside
     on = square.reshape(1, -1).float()
-    change = float((edge_density(img0, img1, 1.0, "change") * on).sum())
+    difference = float((edge_density(img0, img1, 1.0, "difference") * on).sum())
     gradient = float((edge_density(img0, img1, 1.0, "gradient") * on).sum())
-    assert change > 0.6 and change > 2 * gradient
+    assert difference > 0.6 and difference > 2 * gradient
+    still = edge_density(img0, img0, 1.0, "difference")  # (1, H*W)
+    assert torch.allclose(still, torch.full_like(still, 1 / (H * W)))
