@@ -20,7 +20,6 @@ TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
 CENTER_FORMS = ("spread", "spread_image")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
-EDGE_SOURCES = ("gradient", "difference")
 
 
 @dataclass(frozen=True)
@@ -138,13 +137,10 @@ class TrainConfig:
     mix_first: float = 0.0
     points: int = 256  # pixel centres sampled per image for the losses; 0 = the full grid
     smooth_points: int = 32  # of those, how many also get +1 px neighbours for L_smooth
-    # Importance sampling of the points: a mix of uniform and a density blurred by edge_sigma px,
-    # each point weighted by 1 / (H W q): still unbiased. The density is `edge_source`:
-    # "gradient" |grad I| + |grad I'| (edges), or "difference" |I' - I| (what moved: on a
-    # textured still background most edges are the background's own, which tell nothing).
+    # Importance sampling of the points: a mix of uniform and an edge density (|grad I| of both
+    # frames blurred by edge_sigma px), each point weighted by 1 / (H W q): still unbiased.
     edge_sampling: float = 0.8
     edge_sigma: float = 3.0
-    edge_source: str = "gradient"
     blur_sigmas: tuple[float, ...] = (0.0, 1.5, 3.0)  # render-loss pyramid; (0.0,) = paper
     both_directions: bool = True  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
@@ -192,8 +188,7 @@ class TrainConfig:
         self.model.validate()
         for name, allowed in (("device", DEVICES), ("lr_schedule", SCHEDULES),
                               ("center_form", CENTER_FORMS),
-                              ("appearance_background", APPEARANCE_BACKGROUNDS),
-                              ("edge_source", EDGE_SOURCES)):
+                              ("appearance_background", APPEARANCE_BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:

@@ -45,25 +45,17 @@ class LossTerms:
     slow: torch.Tensor
 
 
-def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float,
-                 source: str = "gradient") -> torch.Tensor:
-    """Where the render loss has signal, widened by a blur: (B, H*W), each row sums to 1.
-
-    "gradient": |grad I| + |grad I'|. "difference": |I' - I|, where something moved (uniform for
-    a pair where nothing did); on Geo+ it puts 61% of the mass on the shapes against the
-    gradient's 21% (the photograph's texture), on Geo 58% against 54% (shapes cover 12.5%).
-    """
+def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Where the render loss has signal: |grad I| + |grad I'| widened by a blur: (B, H*W), each
+    row sums to 1 (uniform for a pair without an edge)."""
     b, _, h, w = img0.shape
-    if source == "difference":
-        e = (img1 - img0).abs().sum(1, keepdim=True)  # (B, 1, H, W)
-    else:
-        e = img0.new_zeros(b, 1, h, w)
-        for img in (img0, img1):
-            gx = F.pad((img[..., :, 1:] - img[..., :, :-1]).abs().sum(1, keepdim=True), (0, 1, 0, 0))
-            gy = F.pad((img[..., 1:, :] - img[..., :-1, :]).abs().sum(1, keepdim=True), (0, 0, 0, 1))
-            e = e + gx + gy  # (B, 1, H, W)
+    e = img0.new_zeros(b, 1, h, w)
+    for img in (img0, img1):
+        gx = F.pad((img[..., :, 1:] - img[..., :, :-1]).abs().sum(1, keepdim=True), (0, 1, 0, 0))
+        gy = F.pad((img[..., 1:, :] - img[..., :-1, :]).abs().sum(1, keepdim=True), (0, 0, 0, 1))
+        e = e + gx + gy  # (B, 1, H, W)
     e = geometry.gaussian_blur(e, sigma).reshape(b, h * w)  # (B, H*W)
-    total = e.sum(1, keepdim=True)  # (B, 1); 0 where nothing moved ("difference") or a flat pair
+    total = e.sum(1, keepdim=True)  # (B, 1); 0 for a flat pair
     return torch.where(total > 0, e / total.clamp_min(1e-12), torch.full_like(e, 1.0 / (h * w)))
 
 
@@ -268,8 +260,7 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     c1 = tuple(x[b:] for x in caps)
     pyr0 = [geometry.gaussian_blur(img0, s) for s in cfg.blur_sigmas]
     pyr1 = [geometry.gaussian_blur(img1, s) for s in cfg.blur_sigmas]
-    density = (edge_density(img0, img1, cfg.edge_sigma, cfg.edge_source)
-               if cfg.edge_sampling > 0 else None)
+    density = edge_density(img0, img1, cfg.edge_sigma) if cfg.edge_sampling > 0 else None
     idx, wt = sample_indices(b, h, w, cfg.points, gen, img0.device, density, cfg.edge_sampling)
     with ctx:
         terms = [direction_loss(model, c0, c1, pyr0, pyr1, idx, cfg, center_scale, wt)]

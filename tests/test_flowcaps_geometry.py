@@ -1,7 +1,6 @@
 """Sign conventions of poses, flow and warping, checked on a known translation."""
 import math
 
-import pytest
 import torch
 
 from flowcaps import geometry
@@ -102,14 +101,13 @@ def test_known_translation_flow_and_warp_sign():
     assert right < 1e-4 < still < wrong
 
 
-@pytest.mark.parametrize("source", ["gradient", "difference"])
-def test_importance_sampling_is_unbiased(source):
+def test_importance_sampling_is_unbiased():
     """Edge-weighted samples with 1 / (H W q) weights estimate the mean over all pixels."""
     from flowcaps.losses import edge_density, sample_indices
 
     img0, img1 = _square_image(14.5, 16.5), _square_image(17.5, 14.5)
     f = (img0 - img1).abs().sum(1).reshape(1, -1)  # (1, H*W): lives on the edges only
-    dens = edge_density(img0, img1, 2.0, source)
+    dens = edge_density(img0, img1, 2.0)
     assert abs(float(dens.sum()) - 1) < 1e-5
     gen = torch.Generator().manual_seed(0)
     draws = [sample_indices(1, H, W, 1000, gen, torch.device("cpu"), dens, 0.8) for _ in range(30)]
@@ -121,23 +119,10 @@ def test_importance_sampling_is_unbiased(source):
     assert float((f.gather(1, idx) > 0).float().mean()) > 3 * float((f > 0).float().mean())
 
 
-def test_difference_density_finds_a_moving_shape_on_texture():
-    """On a textured still background the gradient density spreads over the texture; the
-    difference density |I' - I| stays on the moving square (both of its places), and is uniform
-    where nothing moved."""
+def test_edge_density_of_a_flat_pair_is_uniform():
+    """No edge anywhere: the points are drawn uniformly, with weights 1 (an unbiased estimate)."""
     from flowcaps.losses import edge_density
 
-    texture = torch.rand(1, 3, H, W, generator=torch.Generator().manual_seed(0))
-    img0, img1 = texture.clone(), texture.clone()
-    ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
-    square = torch.zeros(H, W, dtype=torch.bool)
-    for img, (cx, cy) in ((img0, (12.5, 14.5)), (img1, (16.5, 12.5))):
-        inside = ((xs - cx).abs() <= 4) & ((ys - cy).abs() <= 4)
-        img[0, :, inside] = torch.tensor([0.9, 0.1, 0.1])[:, None]
-        square |= inside
-    on = square.reshape(1, -1).float()
-    difference = float((edge_density(img0, img1, 1.0, "difference") * on).sum())
-    gradient = float((edge_density(img0, img1, 1.0, "gradient") * on).sum())
-    assert difference > 0.6 and difference > 2 * gradient
-    still = edge_density(img0, img0, 1.0, "difference")  # (1, H*W)
-    assert torch.allclose(still, torch.full_like(still, 1 / (H * W)))
+    flat = torch.full((1, 3, H, W), 0.5)
+    dens = edge_density(flat, flat, 1.0)  # (1, H*W)
+    assert torch.allclose(dens, torch.full_like(dens, 1 / (H * W)))

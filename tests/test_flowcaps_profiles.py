@@ -15,8 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # as differences from the paper and the unused switches were removed.
 BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").read_text())
 # Fields added since, at the value that reproduces the code before them.
-ADDED = {"appearance_background": "colour", "mix_data": None, "mix_first": 0.0, "w_slow": 0.0,
-         "edge_source": "gradient"}
+ADDED = {"appearance_background": "colour", "mix_data": None, "mix_first": 0.0, "w_slow": 0.0}
 ADDED_MODEL = {"enc_norm": 0}
 # What the profiles changed on purpose since, added fields or not (docs/deviations.md says why).
 CHANGED = {"quick": {"appearance_background": "still", "bf16": "auto"},
@@ -58,7 +57,7 @@ def test_removed_switches_load_only_at_their_off_value():
     assert TrainConfig.from_json(every_off) == TrainConfig()
     for key in removed.TRAIN_FIELDS:
         on = {"blur_fade": 0.5, "w_consistency": 3.0, "w_segment": 1.0, "overlap_start": 0.4,
-              "occlusion_aware": True, "w_layers": 1.0,
+              "occlusion_aware": True, "edge_source": "difference", "w_layers": 1.0,
               "window_ramp": 0.5, "w_distinct": 0.01, "distinct_margin": 0.9}[key]
         with pytest.raises(FlowcapsError, match=f"{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({key: on}, {}))
