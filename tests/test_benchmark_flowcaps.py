@@ -62,13 +62,19 @@ def test_smoke_is_the_quick_profile_scaled_down():
 
 
 def test_geoplus_runs_train_on_geo_first_then_both(tmp_path):
-    """A geo+ spec carrying Geo's folder trains with it (mix_data, Geo alone at first);
-    a spec without one (geo, or a checkpoint's) trains on its own pairs."""
-    from benchmark.methods.flowcaps import MIX_FIRST
+    """A geo+ spec carrying Geo's folder trains with it (mix_data, Geo alone at first) and with
+    the encoder's GroupNorm; a spec without one (geo, or a checkpoint's) trains on its own pairs
+    with the profile's encoder."""
+    from benchmark.methods.flowcaps import GEOPLUS_MODEL, MIX_FIRST
     method = get_method("flowcaps")
     assert method.trains_with == {"geo+": ("geo",)}
     spec = dataclasses.replace(_spec(), dataset="geo+", extra_data={"geo": Path("data/geo-smoke")})
     cfg = method.config(spec)
     assert (cfg["mix_data"], cfg["mix_first"]) == ("data/geo-smoke", MIX_FIRST) and 0 < MIX_FIRST < 1
+    assert cfg["model"]["enc_norm"] == GEOPLUS_MODEL["enc_norm"] == 8
     plain = method.config(_spec())
     assert (plain["mix_data"], plain["mix_first"]) == (None, 0.0)
+    assert plain["model"]["enc_norm"] == 0
+    # Table 3's variants of a geo+ run keep it too
+    k4 = method.config(dataclasses.replace(spec, variant=Axes(num_capsules=4)))
+    assert k4["model"]["enc_norm"] == 8 and k4["model"]["num_capsules"] == 4

@@ -35,6 +35,10 @@ SMOKE_TRAIN = {"epochs": 2, "batch_size": 16, "points": 128, "smooth_points": 16
 # with one shape code per capsule, Geo+'s textures alone leave every capsule drawing a round
 # blob; Geo's flat shapes teach the outlines (experiments/2026-11-28-geoplus-shapes-from-geo).
 MIX_FIRST = 0.35
+# Geo+ runs also put GroupNorm in the encoder (model.enc_norm): it finds textured shapes on
+# photographs far sooner; on Geo it gains nothing and broke one seed of three
+# (experiments/2026-11-28-geoplus-localisation), so Geo runs go without it.
+GEOPLUS_MODEL = {"enc_norm": 8}
 
 
 @register
@@ -79,6 +83,7 @@ class FlowCapsulesMethod:
         if spec.extra_data:
             (root,) = spec.extra_data.values()  # trains_with names one dataset
             mix = {"mix_data": str(root), "mix_first": MIX_FIRST}
+            model.update(GEOPLUS_MODEL)
         try:
             cfg = base.replace(seed=spec.seed, device=spec.device, out=str(spec.run_dir),
                                model=model, **mix)
