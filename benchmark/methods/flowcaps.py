@@ -36,7 +36,7 @@ SMOKE_TRAIN = {"epochs": 2, "batch_size": 16, "points": 128, "smooth_points": 16
 # blob; Geo's flat shapes teach the outlines (experiments/2026-11-28-geoplus-shapes-from-geo).
 MIX_FIRST = 0.35
 # Geo+ runs also put GroupNorm in the encoder (model.enc_norm): it finds textured shapes on
-# photographs far sooner; on Geo it gains nothing and broke one seed of three
+# photographs far sooner; on Geo it scored lower and broke one seed of three
 # (experiments/2026-11-28-geoplus-localisation), so Geo runs go without it.
 GEOPLUS_MODEL = {"enc_norm": 8}
 
