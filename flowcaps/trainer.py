@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from flowcaps import checkpoint, launch
+from flowcaps import checkpoint, kernel_cache, launch
 from flowcaps.allocator import keep_freed_memory
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
@@ -337,6 +337,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     if cfg.compile:
         # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
         # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
+        kernel_cache.drop_truncated()  # what an interrupted compile left would fail to load
         step_fn = torch.compile(step_fn)
         if world > 1:
             _match_compiled_grad_layout(model)

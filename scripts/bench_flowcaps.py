@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from benchmark.records import git_state, machine_info
-from flowcaps import PROFILES, TrainConfig
+from flowcaps import PROFILES, TrainConfig, kernel_cache
 from flowcaps.allocator import keep_freed_memory
 from flowcaps.losses import pair_loss
 from flowcaps.model import FlowCapsules
@@ -68,6 +68,8 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool
         terms.total.backward()
         opt.step()
 
+    if cfg.compile:
+        kernel_cache.drop_truncated()  # an interrupted earlier compile leaves unloadable kernels
     fn = torch.compile(step) if cfg.compile else step
     t0 = time.perf_counter()
     for _ in range(warmup):
