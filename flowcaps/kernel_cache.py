@@ -3,7 +3,7 @@
 torch.compile builds C++ kernels into a shared cache (TORCHINDUCTOR_CACHE_DIR, by default
 /tmp/torchinductor_$USER) and reuses any library file that exists there. A training stopped
 while the compiler was writing one (Ctrl-C in the first minute) leaves a short file, and every
-later run fails to load it ("file too short"). Each rank calls `drop_truncated` before it
+later run fails to load it ("file too short"). `compiled` drops such files before it
 compiles; inductor holds a lock per kernel while it builds, so a file whose lock is free and
 whose ELF headers reach past its end is debris, never work in progress.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import torch
 from filelock import FileLock, Timeout  # torch's own dependency; inductor locks with it
 
 _ELF_MAGIC = b"\x7fELF"
@@ -63,3 +64,9 @@ def drop_truncated(cache: Path | None = None) -> list[Path]:
         except Timeout:
             continue  # another process is building this kernel now
     return dropped
+
+
+def compiled(fn):
+    """torch.compile(fn), after dropping what an interrupted earlier compile left in the cache."""
+    drop_truncated()
+    return torch.compile(fn)

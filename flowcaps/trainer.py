@@ -337,8 +337,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     if cfg.compile:
         # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
         # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
-        kernel_cache.drop_truncated()  # what an interrupted compile left would fail to load
-        step_fn = torch.compile(step_fn)
+        step_fn = kernel_cache.compiled(step_fn)
         if world > 1:
             _match_compiled_grad_layout(model)
     if world > 1:

@@ -68,9 +68,7 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool
         terms.total.backward()
         opt.step()
 
-    if cfg.compile:
-        kernel_cache.drop_truncated()  # an interrupted earlier compile leaves unloadable kernels
-    fn = torch.compile(step) if cfg.compile else step
+    fn = kernel_cache.compiled(step) if cfg.compile else step
     t0 = time.perf_counter()
     for _ in range(warmup):
         fn()
