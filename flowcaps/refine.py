@@ -4,9 +4,12 @@ Letters: B batch, K capsules, P band pixels, H, W image side.
 
 The encoder regresses poses in one pass, and its pose errors are most of what a trained
 model's amodal IoU loses (`flowbench diagnose --probe oracle` measures it). Refinement recovers
-much of that without any label: it descends the layered flat-colour appearance loss of the one
-image (the trainer's `w_appearance` term) in the poses alone. See config.RefineConfig; the
-measurements are in docs/flowcaps.md.
+much of that without any label: it descends the layered flat-colour appearance loss of the
+image (the trainer's `w_appearance` term) in the poses alone. Its background layer is one flat
+colour, or, given the pair's other frame, that frame's pixels (the trainer's
+`appearance_background="still"`): a static photograph then explains itself, where a flat
+colour would pull capsules onto it. See config.RefineConfig; the measurements are in
+docs/flowcaps.md.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import torch.nn.functional as F
 
 from flowcaps import geometry
 from flowcaps.config import RefineConfig
+from flowcaps.errors import FlowcapsError
 from flowcaps.inputs import as_images
 from flowcaps.losses import appearance_loss
 from flowcaps.model import Capsules, FlowCapsules
@@ -33,19 +37,31 @@ def edge_band(images: torch.Tensor, radius: int) -> torch.Tensor:
 
 
 def refine_poses(model: FlowCapsules, images: torch.Tensor, shape: torch.Tensor, pose: torch.Tensor,
-                 depth: torch.Tensor, cfg: RefineConfig) -> torch.Tensor:
-    """-> pose (B, K, 4) fitted to `images` (B, 3, H, W) from the start `pose`; see the module."""
+                 depth: torch.Tensor, cfg: RefineConfig,
+                 still: torch.Tensor | None = None) -> torch.Tensor:
+    """-> pose (B, K, 4) fitted to `images` (B, 3, H, W) from the start `pose`; see the module.
+
+    still: the pair's other frames (B, 3, H, W), whose pixels are the background layer; None:
+    a flat-colour background.
+    """
     cfg.validate()
+    if still is not None and still.shape != images.shape:
+        raise FlowcapsError(f"still frames {tuple(still.shape)} do not match the images "
+                            f"{tuple(images.shape)}")
     if cfg.steps == 0:
         return pose
     b, _, h, w = images.shape
     band = edge_band(images, cfg.band)  # (B, H*W)
+    if still is not None:  # and where the frames differ: the background layer fits there no more
+        band = band | ((images - still).abs().amax(1).flatten(1) > 0.5 / 255)  # (B, H*W)
     # Band pixels first in each row; rows are padded to the longest band with weight 0.
     p = max(int(band.sum(1).max()), 1)
     order = torch.sort(band.float(), dim=1, descending=True, stable=True).indices[:, :p]  # (B, P)
     weight = band.gather(1, order).float()  # (B, P)
     u = geometry.pixel_centres(h, w, images.device)[order]  # (B, P, 2)
     target = images.flatten(2).gather(2, order[:, None].expand(-1, 3, -1)).float()  # (B, 3, P)
+    behind = (None if still is None else
+              still.flatten(2).gather(2, order[:, None].expand(-1, 3, -1)).float())  # (B, 3, P)
     scale_min = model.config.scale_min
     with torch.enable_grad():
         x = pose.detach().clone().requires_grad_(True)  # (B, K, 4)
@@ -56,7 +72,7 @@ def refine_poses(model: FlowCapsules, images: torch.Tensor, shape: torch.Tensor,
             pm = model.masks_at(shape.detach(), x, depth.detach(), u)
             # Each image's loss only reaches its own poses, and Adam is invariant to the batch
             # mean's 1/B (up to its epsilon), so a batch refines its images independently.
-            loss = appearance_loss(pm.visible, target, weight)
+            loss = appearance_loss(pm.visible, target, weight, behind)
             (grad,) = torch.autograd.grad(loss, x)
             x.grad = grad
             opt.step()
@@ -66,12 +82,17 @@ def refine_poses(model: FlowCapsules, images: torch.Tensor, shape: torch.Tensor,
 
 
 @torch.no_grad()
-def parse_refined(model: FlowCapsules, images: torch.Tensor, cfg: RefineConfig) -> Capsules:
-    """`model.parse(images)` with the poses refined first (same fields, shapes and inputs)."""
-    images = as_images(images, model.config.image_size, model.encoder.head.weight.device)
+def parse_refined(model: FlowCapsules, images: torch.Tensor, cfg: RefineConfig,
+                  still: torch.Tensor | None = None) -> Capsules:
+    """`model.parse(images)` with the poses refined first (same fields, shapes and inputs);
+    `still`, the pair's other frames in the same form, makes them the background layer."""
+    size, device = model.config.image_size, model.encoder.head.weight.device
+    images = as_images(images, size, device)
+    if still is not None:
+        still = as_images(still, size, device)
     b, _, h, w = images.shape
     shape, pose, depth = model.encode(images)
-    pose = refine_poses(model, images, shape, pose, depth, cfg)
+    pose = refine_poses(model, images, shape, pose, depth, cfg, still)
     u = geometry.pixel_centres(h, w, images.device).expand(b, -1, -1)  # (B, H*W, 2)
     pm = model.masks_at(shape, pose, depth, u)
     k = model.config.num_capsules

@@ -32,6 +32,25 @@ def test_predict_matches_parse_and_flow():
     assert pred.features.shape == (2, 4 * 32) and np.allclose(pred.features, want, atol=1e-6)
 
 
+def test_refine_uses_the_background_its_checkpoint_was_trained_with(tmp_path):
+    from flowcaps import FlowCapsules, ModelConfig, RefineConfig, TrainConfig, checkpoint
+    method = type(get_method("flowcaps-refine"))(refine=RefineConfig(steps=3))
+    rng = np.random.default_rng(0)
+    img0, img1 = rng.random((2, 2, 3, 32, 32), dtype=np.float32)
+    for background in ("still", "colour"):
+        torch.manual_seed(0)
+        cfg = TrainConfig(model=ModelConfig(image_size=32, num_capsules=4),
+                          appearance_background=background)
+        path = checkpoint.save(tmp_path / f"{background}.pt", cfg, FlowCapsules(cfg.model))
+        loaded = method.load(path)
+        assert loaded.config["refine"]["background"] == background
+        assert loaded.model.still == (background == "still")
+        # the still background is the pair's other frame: the masks depend on it
+        a, b = (method.predict(loaded.model, img0, x) for x in (img1, img0))
+        assert np.array_equal(a.masks, b.masks) == (background == "colour")
+        assert np.array_equal(a.features, b.features)  # the encoder's, as for flowcaps
+
+
 def test_ablation_axes_map_to_model_config():
     method = get_method("flowcaps")
     cfg = method.config(_spec(num_capsules=4, shape_dim=3, decoder_depth=6, depth_ordering=False))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +183,10 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
     # The same training; the refinement makes evaluating 10k test pairs slow on a CPU.
     budgets = {
         "smoke": "seconds",
-        "quick": "about 70 minutes on a 2-core CPU (23 training, about 45 evaluating)",
-        "long": "about 3.2 hours on a 2-core CPU (135 minutes training, 45 evaluating)",
+        "quick": "about 70 minutes on a 2-core CPU (23 training, about 45 evaluating Geo; on "
+                 "Geo+, where every textured pixel is refined, many hours: use a GPU)",
+        "long": "about 3.2 hours on a 2-core CPU (135 minutes training, 45 evaluating Geo; "
+                "Geo+ as for quick)",
         "gpu": "about 10 minutes on one GPU (5.25 of them training)",
         "paper": "many hours on a GPU",
     }
@@ -204,28 +207,49 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
 
     def load(self, checkpoint: Path) -> LoadedModel:
         loaded = super().load(checkpoint)
+        # Refine by the appearance term the model was trained with: where its background layer
+        # was the pair's other frame ("still", as on Geo+'s photographs), so is it here;
+        # checkpoints from before that setting used a flat colour.
+        trained = (loaded.trained_with or {}).get("config", {})
+        still = trained.get("appearance_background") == "still"
         # the record keeps how inference ran beside the model's own configuration
-        return dataclasses.replace(loaded, config={**loaded.config,
-                                                   "refine": dataclasses.asdict(self.refine)})
+        refine = {**dataclasses.asdict(self.refine), "background": "still" if still else "colour"}
+        return dataclasses.replace(loaded, model=Refining(loaded.model, still),
+                                   config={**loaded.config, "refine": refine})
 
-    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
+    def predict(self, model: Refining, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
         import torch
         from flowcaps import geometry
         from flowcaps.refine import refine_poses
-        plain = super().predict(model, img0, img1)  # flow and features stay these
+        net = model.net
+        plain = super().predict(net, img0, img1)  # flow and features stay these
         b, _, h, w = img0.shape
-        dev = next(model.parameters()).device
+        dev = next(net.parameters()).device
         x = torch.from_numpy(img0).to(dev)  # (B, 3, H, W)
+        still = torch.from_numpy(img1).to(dev) if model.still else None  # (B, 3, H, W)
         with torch.no_grad():
-            shape, pose, depth = model.encode(x)  # (B, K, C-5), (B, K, 4), (B, K)
-        pose = refine_poses(model, x, shape, pose, depth, self.refine)  # (B, K, 4)
+            shape, pose, depth = net.encode(x)  # (B, K, C-5), (B, K, 4), (B, K)
+        pose = refine_poses(net, x, shape, pose, depth, self.refine, still)  # (B, K, 4)
         with torch.no_grad():
             u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
-            pm = model.masks_at(shape, pose, depth, u)  # (B, K, P)
+            pm = net.masks_at(shape, pose, depth, u)  # (B, K, P)
         k = pm.masks.shape[1]
         return dataclasses.replace(plain, masks=_np(pm.masks.view(b, k, h, w)),
                                    visible=_np(pm.visible.view(b, k, h, w)))
+
+    def embed(self, model: Refining, img0: np.ndarray, *,
+              gt_flow: np.ndarray | None = None) -> np.ndarray:
+        return super().embed(model.net, img0)
+
+
+@dataclass(frozen=True)
+class Refining:
+    """What flowcaps-refine loads: the FlowCapsules model and whether its refinement takes the
+    pair's other frame as the background layer."""
+
+    net: Any
+    still: bool
 
 
 def _np(t) -> np.ndarray:

@@ -1,5 +1,7 @@
 """Test-time pose refinement by the pair's own training objective, scored on frame 0.
 
+(`--refine flat|still` scores `flowcaps.refine_poses` instead, on frame 0 alone.)
+
 For the first N test pairs: encode both frames, then fit both frames' poses (shape codes and
 depths kept) by Adam on the trainer's loss of the pair (render both ways, appearance, centre,
 smoothness, as the checkpoint was trained), no label used. Prints the fixed-assignment amodal
@@ -18,6 +20,7 @@ import torch
 
 from benchmark.metrics import SegmentationScore
 from flowcaps import geometry
+from flowcaps import RefineConfig, refine_poses
 from flowcaps.checkpoint import config_of, load, read
 from flowcaps.losses import appearance_loss, direction_loss, edge_density, sample_indices
 from geogen.dataset import read_split
@@ -77,6 +80,9 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="TrainConfig loss field=value")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--appearance-only", action="store_true")
+    ap.add_argument("--refine", choices=("pair", "flat", "still"), default="pair",
+                    help="pair: this script's fit of both frames; flat / still: "
+                         "flowcaps.refine_poses on frame 0 with a flat background / frame 1's pixels")
     ap.add_argument("--out")
     a = ap.parse_args()
     torch.set_flush_denormal(True)
@@ -102,8 +108,14 @@ def main():
         b = len(img0)
         with torch.no_grad():
             _, p_enc, _ = model.encode(img0)
-        x0, _, (s0, d0) = fit_pair(model, cfg, img0, img1, a.steps, a.lr, a.points, gen,
-                                    a.appearance_only)
+        if a.refine == "pair":
+            x0, _, (s0, d0) = fit_pair(model, cfg, img0, img1, a.steps, a.lr, a.points, gen,
+                                        a.appearance_only)
+        else:
+            with torch.no_grad():
+                s0, _, d0 = model.encode(img0)
+            x0 = refine_poses(model, img0, s0, p_enc, d0, RefineConfig(steps=a.steps, lr=a.lr),
+                              img1 if a.refine == "still" else None)
         u = geometry.pixel_centres(side, side).expand(b, -1, -1)
         gt = (test["amodal"][lo:lo + b, 0], test["visible"][lo:lo + b, 0],
               test["present"][lo:lo + b].astype(bool))
