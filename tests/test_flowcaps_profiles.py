@@ -19,7 +19,7 @@ ADDED = {"appearance_background": "colour", "mix_data": None, "mix_first": 0.0, 
 ADDED_MODEL = {"enc_norm": 0}
 # What the profiles changed on purpose since, added fields or not (docs/deviations.md says why).
 CHANGED = {"quick": {"appearance_background": "still", "bf16": "auto"},
-           "long": {"appearance_background": "still", "bf16": "auto"},
+           "long": {"appearance_background": "still", "bf16": "auto", "w_slow": 1e-3},
            "gpu": {"appearance_background": "still"}}
 
 
