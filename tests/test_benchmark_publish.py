@@ -58,8 +58,8 @@ def test_check_pairs_finds_a_record_that_names_a_checkpoint_its_provenance_does_
     copy.parent.mkdir(parents=True)
     copy.write_text(src.read_text())
     problems = check_pairs(committed=committed)
-    assert problems == [f"{copy.as_posix()}: names checkpoints/flowcaps_geo_long.pt, whose "
-                        f"provenance does not list it"]
+    named = records.read_record(src)["checkpoint"]
+    assert problems == [f"{copy.as_posix()}: names {named}, whose provenance does not list it"]
 
 
 @pytest.fixture
