@@ -108,11 +108,17 @@ class RefineConfig:
     steps: int = 60  # 0 = off: the encoder's poses
     lr: float = 3e-3  # Adam's step on the pose numbers (image frame [-1, 1], radians, scale)
     band: int = 2  # px from an intensity change: elsewhere the masks give the poses no gradient
+    # Band pixels fitted per step, drawn afresh each step where a band is larger (0: all). A
+    # textured Geo+ image is all band (4,096 px); 512 drawn score as all of them, 11x faster
+    # (experiments/2026-11-29-geoplus-refine-points).
+    points: int = 512
+    seed: int = 0  # of the draws above
 
     def validate(self) -> None:
-        if self.steps < 0 or self.lr <= 0 or self.band < 0:
-            raise FlowcapsError(f"refine needs steps >= 0, lr > 0 and band >= 0, got "
-                                f"steps={self.steps}, lr={self.lr}, band={self.band}")
+        if self.steps < 0 or self.lr <= 0 or self.band < 0 or self.points < 0:
+            raise FlowcapsError(f"refine needs steps >= 0, lr > 0, band >= 0 and points >= 0, "
+                                f"got steps={self.steps}, lr={self.lr}, band={self.band}, "
+                                f"points={self.points}")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ much of that without any label: it descends the layered flat-colour appearance l
 image (the trainer's `w_appearance` term) in the poses alone. Its background layer is one flat
 colour, or, given the pair's other frame, that frame's pixels (the trainer's
 `appearance_background="still"`): a static photograph then explains itself, where a flat
-colour would pull capsules onto it. See config.RefineConfig; the measurements are in
+colour would pull capsules onto it. A textured image is all band; each step then fits a fresh
+draw of `points` band pixels. See config.RefineConfig; the measurements are in
 docs/flowcaps.md.
 """
 from __future__ import annotations
@@ -62,6 +63,8 @@ def refine_poses(model: FlowCapsules, images: torch.Tensor, shape: torch.Tensor,
     target = images.flatten(2).gather(2, order[:, None].expand(-1, 3, -1)).float()  # (B, 3, P)
     behind = (None if still is None else
               still.flatten(2).gather(2, order[:, None].expand(-1, 3, -1)).float())  # (B, 3, P)
+    draw = cfg.points and p > cfg.points  # else every band pixel, every step
+    gen = torch.Generator(images.device).manual_seed(cfg.seed) if draw else None
     scale_min = model.config.scale_min
     with torch.enable_grad():
         x = pose.detach().clone().requires_grad_(True)  # (B, K, 4)
@@ -69,10 +72,17 @@ def refine_poses(model: FlowCapsules, images: torch.Tensor, shape: torch.Tensor,
         for step in range(cfg.steps):
             for group in opt.param_groups:
                 group["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * step / cfg.steps))
-            pm = model.masks_at(shape.detach(), x, depth.detach(), u)
+            su, st, sw, sb = u, target, weight, behind
+            if draw:  # a uniform draw of each row's band pixels (all of a row's if fewer)
+                keys = torch.rand(weight.shape, generator=gen, device=images.device) + weight  # (B, P)
+                pick = keys.topk(cfg.points, dim=1).indices  # (B, points)
+                su, sw = u.gather(1, pick[..., None].expand(-1, -1, 2)), weight.gather(1, pick)
+                st = target.gather(2, pick[:, None].expand(-1, 3, -1))  # (B, 3, points)
+                sb = None if behind is None else behind.gather(2, pick[:, None].expand(-1, 3, -1))
+            pm = model.masks_at(shape.detach(), x, depth.detach(), su)
             # Each image's loss only reaches its own poses, and Adam is invariant to the batch
             # mean's 1/B (up to its epsilon), so a batch refines its images independently.
-            loss = appearance_loss(pm.visible, target, weight, behind)
+            loss = appearance_loss(pm.visible, st, sw, sb)
             (grad,) = torch.autograd.grad(loss, x)
             x.grad = grad
             opt.step()

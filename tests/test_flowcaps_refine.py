@@ -1,4 +1,5 @@
-"""Test-time pose refinement: off is the identity, it recovers a known pose, and its band."""
+"""Test-time pose refinement: off is the identity, it recovers a known pose, its band and its
+draws of band pixels."""
 import dataclasses
 
 import pytest
@@ -33,6 +34,16 @@ def _scene(model, pose, depth):
     return img, shape
 
 
+def _photo_scene(model):
+    """The scene's shapes over a random photograph: (image, shape codes, the photograph)."""
+    shapes, shape = _scene(model, TRUE, DEPTH)
+    u = geometry.pixel_centres(32, 32)[None]  # (1, P, 2)
+    with torch.no_grad():
+        covered = model.masks_at(shape, TRUE, DEPTH, u).visible.sum(1).view(1, 1, 32, 32)
+    photo = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))  # (1, 3, H, W)
+    return shapes + (1 - covered) * photo, shape, photo  # image (1, 3, H, W)
+
+
 def test_refinement_recovers_a_shifted_and_scaled_pose():
     torch.manual_seed(0)
     model = FlowCapsules(SMALL).eval()
@@ -46,12 +57,7 @@ def test_a_still_background_lets_refinement_fit_shapes_on_a_photograph():
     # shapes. A flat background colour cannot explain it; the other frame's pixels can.
     torch.manual_seed(0)
     model = FlowCapsules(SMALL).eval()
-    shapes, shape = _scene(model, TRUE, DEPTH)
-    u = geometry.pixel_centres(32, 32)[None]  # (1, P, 2)
-    with torch.no_grad():
-        covered = model.masks_at(shape, TRUE, DEPTH, u).visible.sum(1).view(1, 1, 32, 32)
-    photo = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))  # (1, 3, H, W)
-    img = shapes + (1 - covered) * photo  # (1, 3, H, W)
+    img, shape, photo = _photo_scene(model)
     cfg = RefineConfig(steps=80, lr=5e-3)
     err = {name: _pose_error(refine_poses(model, img, shape, START, DEPTH, cfg, still))
            for name, still in (("flat", None), ("still", photo))}
@@ -61,6 +67,24 @@ def test_a_still_background_lets_refinement_fit_shapes_on_a_photograph():
         refine_poses(model, img, shape, START, DEPTH, cfg, photo[..., :16])
     refined = parse_refined(model, img, RefineConfig(steps=2), still=photo)
     assert refined.masks.shape == (1, 2, 32, 32)
+
+
+def test_drawn_band_pixels_still_fit_the_pose_and_follow_the_seed():
+    # The photograph makes every pixel band (1,024 at 32 px): 128 drawn afresh per step.
+    torch.manual_seed(0)
+    model = FlowCapsules(SMALL).eval()
+    img, shape, photo = _photo_scene(model)
+    cfg = RefineConfig(steps=80, lr=5e-3, points=128)
+    drawn = refine_poses(model, img, shape, START, DEPTH, cfg, photo)
+    assert _pose_error(drawn) < 0.25 * _pose_error(START), (_pose_error(START), _pose_error(drawn))
+    assert torch.equal(drawn, refine_poses(model, img, shape, START, DEPTH, cfg, photo))
+    other = dataclasses.replace(cfg, seed=1)
+    assert not torch.equal(drawn, refine_poses(model, img, shape, START, DEPTH, other, photo))
+    # A cap at or above the band draws nothing: every band pixel, as points=0.
+    every = dataclasses.replace(cfg, points=0)
+    assert torch.equal(refine_poses(model, img, shape, START, DEPTH, every, photo),
+                       refine_poses(model, img, shape, START, DEPTH,
+                                    dataclasses.replace(cfg, points=1024), photo))
 
 
 def test_zero_steps_is_the_encoders_pose_and_parse_refined_matches_parse():
@@ -88,3 +112,5 @@ def test_bad_refine_config_is_refused():
         RefineConfig(steps=-1).validate()
     with pytest.raises(FlowcapsError, match="refine needs"):
         dataclasses.replace(RefineConfig(), lr=0.0).validate()
+    with pytest.raises(FlowcapsError, match="points >= 0"):
+        RefineConfig(points=-1).validate()
