@@ -183,10 +183,10 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
     # The same training; the refinement makes evaluating 10k test pairs slow on a CPU.
     budgets = {
         "smoke": "seconds",
-        "quick": "about 70 minutes on a 2-core CPU (23 training, about 45 evaluating Geo, "
-                 "about 50 Geo+)",
-        "long": "about 3.2 hours on a 2-core CPU (135 minutes training, 45 evaluating Geo, "
-                "50 Geo+)",
+        "quick": "about 40 minutes on a 2-core CPU (23 training; evaluating about 12 on Geo, "
+                 "50 on Geo+)",
+        "long": "about 2.7 hours on a 2-core CPU (135 minutes training; evaluating about 12 on "
+                "Geo, 50 on Geo+)",
         "gpu": "about 10 minutes on one GPU (5.25 of them training)",
         "paper": "many hours on a GPU",
     }
