@@ -173,9 +173,9 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
 
     Frame 0's poses are refined, so its masks and visibility (the IoU and ARI metrics) come from
     refined poses. Flow and the clustering features stay the encoder's: refining frame 1 too
-    would double an evaluation that already takes most of an hour on 10k test pairs with two
-    CPU cores, and `embed` gives the encoder's features for the train images, so k-means sees
-    the same kind of vector on both sides.
+    would double an evaluation that already takes 12 (Geo) to 50 (Geo+) minutes on 10k test
+    pairs with two CPU cores, and `embed` gives the encoder's features for the train images, so
+    k-means sees the same kind of vector on both sides.
     """
 
     name = "flowcaps-refine"
