@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import click
 
 from flowcaps import checkpoint
 from flowcaps.config import ModelConfig, TrainConfig
-from flowcaps.errors import FlowcapsError
+from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.fields import parse_text
 from flowcaps.profiles import PROFILES
 from flowcaps.trainer import train as run_train
+
+INTERRUPTED = 130  # the shell's status for a run stopped by Ctrl-C (128 + SIGINT), as geogen's
 
 
 def _parse_set(items: tuple[str, ...]) -> dict:
@@ -81,6 +84,11 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
         changes.update(_parse_set(sets))
         cfg = cfg.replace(**changes)
         path = run_train(cfg, data, progress=not quiet)
+    except TrainingInterrupted as err:
+        if "WORLD_SIZE" in os.environ:  # a rank of flowcaps.launch, which reports it: exit 0
+            sys.exit(0)                     # so that torchrun ends without an error report
+        click.echo(f"Error: {err}", err=True)
+        sys.exit(INTERRUPTED)
     except FlowcapsError as err:
         raise click.ClickException(str(err)) from None
     finally:

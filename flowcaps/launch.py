@@ -6,13 +6,17 @@ docs/flowcaps.md), so the quick profile asks for one rank per core (TrainConfig.
 """
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+from flowcaps import checkpoint
 from flowcaps.config import TrainConfig
-from flowcaps.errors import FlowcapsError
+from flowcaps.errors import FlowcapsError, TrainingInterrupted
 
 LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in the run folder
 
@@ -41,9 +45,65 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
            f"--nproc-per-node={ranks}", "-m", "flowcaps.cli", "train", str(data),
            "--config", str(spec)] + ([] if progress else ["--quiet"])
     # OMP_NUM_THREADS silences torchrun's notice; each rank sets its own threads anyway.
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    code = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode
+    # LOGLEVEL=ERROR keeps torchrun's warnings ("Sending process ... closing signal") out of a
+    # stopped run's output; its errors still show.
+    env = {"LOGLEVEL": "ERROR", **os.environ, "OMP_NUM_THREADS": "1"}
+    # torchrun runs in its own session, so a Ctrl-C (or SIGTERM) reaches this process alone,
+    # which hands each rank one SIGINT: the ranks save their checkpoint and exit 0, and torchrun
+    # with them, quietly (SIGINT to torchrun itself ends in its traceback). Left to the terminal's
+    # signal, or killed with this process, ranks were orphaned and kept training.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    interrupted = False
+    main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
+    try:
+        while True:
+            try:
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:
+                if not interrupted:  # a second Ctrl-C while the ranks save changes nothing
+                    interrupted = True
+                    _interrupt_ranks(proc)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    if interrupted:
+        ckpt = out / "checkpoint.pt"
+        raise TrainingInterrupted(f"interrupted{_at_step(ckpt)}; resume with the same command "
+                                  f"(checkpoint {ckpt})")
     if code != 0:
         raise FlowcapsError(f"training with {ranks} CPU processes (torchrun) failed with exit "
                             f"status {code}; its error is printed above")
     return out / "model.pt"
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops the ranks as Ctrl-C does, checkpoint saved
+
+
+def _interrupt_ranks(proc: subprocess.Popen) -> None:
+    """SIGINT to torchrun's children (the ranks), found in /proc; to torchrun where there is none."""
+    ranks = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == proc.pid:
+                ranks.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended while being read
+    for pid in ranks:
+        try:
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    if not ranks and proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+
+
+def _at_step(ckpt: Path) -> str:
+    """' at step N' from a saved run checkpoint, or '' where it has none."""
+    try:
+        return f" at step {json.loads(checkpoint.read(ckpt)['progress'])['step']}"
+    except (FlowcapsError, KeyError, ValueError):
+        return ""

@@ -26,7 +26,7 @@ from torch import nn
 from flowcaps import checkpoint, kernel_cache, launch
 from flowcaps.allocator import keep_freed_memory
 from flowcaps.config import TrainConfig
-from flowcaps.errors import FlowcapsError
+from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
 from flowcaps.precision import resolve_bf16
@@ -429,8 +429,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                 break
     except KeyboardInterrupt:
         save_ckpt()
-        raise FlowcapsError(f"interrupted at step {state['step']}; resume with the same "
-                            f"command (checkpoint {ckpt_path})") from None
+        raise TrainingInterrupted(f"interrupted at step {state['step']}; resume with the same "
+                                  f"command (checkpoint {ckpt_path})") from None
     finally:
         bar.close()
         if log_file is not None:

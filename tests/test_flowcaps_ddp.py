@@ -1,6 +1,12 @@
 """Two CPU ranks (gloo) train a few steps under DDP and end with identical weights."""
 import os
+import re
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -67,3 +73,43 @@ def test_train_starts_its_own_ranks_and_splits_the_batch(tiny_geo, tmp_path):
     assert meta["step"] == 48 // 2 // 4  # 24 pairs per rank, 4 per rank per step
     ranked = checkpoint.config_of(checkpoint.read(path))
     assert ranked.batch_size == 4 and ranked == launch.per_rank_config(cfg, 2)
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().decode(errors="replace"):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_stops_the_ranks_saves_and_says_how_to_resume(tiny_geo, tmp_path):
+    """A Ctrl-C (SIGINT to the command's process group) while its torchrun ranks train: the
+    ranks save and exit, none keeps training, and the output ends in one line, no traceback."""
+    run = tmp_path / "run"
+    spec = tmp_path / "config.json"
+    spec.write_text(tiny_config(run, epochs=100_000, cpu_ranks=2).to_json())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flowcaps.cli", "train", str(tiny_geo), "--config", str(spec),
+         "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own group, as a terminal's foreground job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # CI may ignore SIGINT
+    try:
+        deadline = time.monotonic() + 120
+        while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > 3):
+            assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert re.fullmatch(r"Error: interrupted at step \d+; resume with the same command "
+                        r"\(checkpoint .*checkpoint\.pt\)", err.strip()), err
+    assert (run / "checkpoint.pt").exists()
+    time.sleep(1)
+    assert _processes_naming(str(run)) == []  # no rank left training
