@@ -53,7 +53,7 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
     # with them, quietly (SIGINT to torchrun itself ends in its traceback). Left to the terminal's
     # signal, or killed with this process, ranks were orphaned and kept training.
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
-    interrupted = False
+    interrupts = 0
     main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
     previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
     try:
@@ -62,13 +62,16 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
                 code = proc.wait()
                 break
             except KeyboardInterrupt:
-                if not interrupted:  # a second Ctrl-C while the ranks save changes nothing
-                    interrupted = True
-                    _interrupt_ranks(proc)
+                interrupts += 1
+                if interrupts == 1:
+                    _signal_ranks(proc, signal.SIGINT)
+                else:  # a second Ctrl-C: stop now, the last periodic checkpoint kept
+                    _signal_ranks(proc, signal.SIGKILL)
+                    proc.kill()
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-    if interrupted:
+    if interrupts:
         ckpt = out / "checkpoint.pt"
         raise TrainingInterrupted(f"interrupted{_at_step(ckpt)}; resume with the same command "
                                   f"(checkpoint {ckpt})")
@@ -82,8 +85,8 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM stops the ranks as Ctrl-C does, checkpoint saved
 
 
-def _interrupt_ranks(proc: subprocess.Popen) -> None:
-    """SIGINT to torchrun's children (the ranks), found in /proc; to torchrun where there is none."""
+def _signal_ranks(proc: subprocess.Popen, sig: int) -> None:
+    """`sig` to torchrun's children (the ranks), found in /proc; to torchrun where there is none."""
     ranks = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -94,11 +97,11 @@ def _interrupt_ranks(proc: subprocess.Popen) -> None:
             continue  # a process that ended while being read
     for pid in ranks:
         try:
-            os.kill(pid, signal.SIGINT)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
     if not ranks and proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
 
 
 def _at_step(ckpt: Path) -> str:

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -86,9 +87,11 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
-def test_ctrl_c_stops_the_ranks_saves_and_says_how_to_resume(tiny_geo, tmp_path):
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_stops_the_ranks_saves_and_says_how_to_resume(tiny_geo, tmp_path, presses):
     """A Ctrl-C (SIGINT to the command's process group) while its torchrun ranks train: the
-    ranks save and exit, none keeps training, and the output ends in one line, no traceback."""
+    ranks save and exit (a second Ctrl-C kills them), none keeps training, and the output ends
+    in one line, no traceback."""
     run = tmp_path / "run"
     spec = tmp_path / "config.json"
     spec.write_text(tiny_config(run, epochs=100_000, cpu_ranks=2).to_json())
@@ -102,7 +105,9 @@ def test_ctrl_c_stops_the_ranks_saves_and_says_how_to_resume(tiny_geo, tmp_path)
         while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > 3):
             assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
             time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGINT)
+        for _ in range(presses):
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.05)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
