@@ -1,4 +1,5 @@
-"""The one error class of flowcaps: bad input, bad checkpoints, diverged training."""
+"""The error class of flowcaps (bad input, bad checkpoints, diverged training) and its one kind,
+an interrupted training run."""
 
 
 class FlowcapsError(RuntimeError):
@@ -7,3 +8,7 @@ class FlowcapsError(RuntimeError):
 
 class TrainingInterrupted(FlowcapsError):
     """Training stopped by SIGINT (Ctrl-C) after saving its checkpoint: resumable."""
+
+    def __init__(self, checkpoint: object, step: int | None = None):
+        at = "" if step is None else f" at step {step}"
+        super().__init__(f"interrupted{at}; resume with the same command (checkpoint {checkpoint})")

@@ -73,8 +73,7 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
             signal.signal(signal.SIGTERM, previous)
     if interrupts:
         ckpt = out / "checkpoint.pt"
-        raise TrainingInterrupted(f"interrupted{_at_step(ckpt)}; resume with the same command "
-                                  f"(checkpoint {ckpt})")
+        raise TrainingInterrupted(ckpt, _saved_step(ckpt))
     if code != 0:
         raise FlowcapsError(f"training with {ranks} CPU processes (torchrun) failed with exit "
                             f"status {code}; its error is printed above")
@@ -104,9 +103,9 @@ def _signal_ranks(proc: subprocess.Popen, sig: int) -> None:
         proc.send_signal(sig)
 
 
-def _at_step(ckpt: Path) -> str:
-    """' at step N' from a saved run checkpoint, or '' where it has none."""
+def _saved_step(ckpt: Path) -> int | None:
+    """The step a run checkpoint was saved at; None where there is none to read."""
     try:
-        return f" at step {json.loads(checkpoint.read(ckpt)['progress'])['step']}"
+        return json.loads(checkpoint.read(ckpt)["progress"])["step"]
     except (FlowcapsError, KeyError, ValueError):
-        return ""
+        return None

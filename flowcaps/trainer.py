@@ -429,8 +429,7 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
                 break
     except KeyboardInterrupt:
         save_ckpt()
-        raise TrainingInterrupted(f"interrupted at step {state['step']}; resume with the same "
-                                  f"command (checkpoint {ckpt_path})") from None
+        raise TrainingInterrupted(ckpt_path, state["step"]) from None
     finally:
         bar.close()
         if log_file is not None:
