@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from flowcaps import checkpoint
@@ -19,6 +20,7 @@ from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 
 LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in the run folder
+_stop_requested = threading.Event()  # a rank's SIGINT, once defer_interrupts() is in place
 
 
 def ranks_for(cfg: TrainConfig, device_type: str) -> int:
@@ -52,6 +54,7 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
     # which hands each rank one SIGINT: the ranks save their checkpoint and exit 0, and torchrun
     # with them, quietly (SIGINT to torchrun itself ends in its traceback). Left to the terminal's
     # signal, or killed with this process, ranks were orphaned and kept training.
+    started = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     interrupts = 0
     main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
@@ -71,13 +74,30 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-    if interrupts:
+    model = out / "model.pt"
+    # Ranks stopped by a SIGINT of their own (not through this process) also exit 0, unfinished.
+    finished = code == 0 and model.exists() and model.stat().st_mtime >= started
+    if interrupts or (code == 0 and not finished):
         ckpt = out / "checkpoint.pt"
         raise TrainingInterrupted(ckpt, _saved_step(ckpt))
     if code != 0:
         raise FlowcapsError(f"training with {ranks} CPU processes (torchrun) failed with exit "
                             f"status {code}; its error is printed above")
-    return out / "model.pt"
+    return model
+
+
+def defer_interrupts() -> None:
+    """In a rank: SIGINT sets a flag the trainer reads (`stop_requested`) instead of raising.
+
+    The ranks agree on the flag after each step and stop at the same one. A KeyboardInterrupt
+    raised mid-step stopped one rank while another waited in a collective, which then aborted
+    ("terminate called without an active exception") into torchrun's failure report."""
+    if threading.current_thread() is threading.main_thread():  # signal's rule
+        signal.signal(signal.SIGINT, lambda signum, frame: _stop_requested.set())
+
+
+def stop_requested() -> bool:
+    return _stop_requested.is_set()
 
 
 def _raise_interrupt(signum, frame) -> None:

@@ -227,11 +227,16 @@ def _dist_setup(device: torch.device) -> tuple[int, int]:
 
 def _agree(value: float, world: int, device: torch.device) -> float:
     """The mean of a number over the ranks (itself without DDP); NaN anywhere gives NaN."""
+    return _agree_all([value], world, device)[0]
+
+
+def _agree_all(values: list[float], world: int, device: torch.device) -> list[float]:
+    """`_agree` for several numbers in one collective."""
     if world <= 1:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)  # nccl needs a CUDA tensor
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)  # nccl needs a CUDA tensor
     dist.all_reduce(t)
-    return float(t) / world
+    return (t / world).tolist()
 
 
 def _check_run_folder(cfg: TrainConfig, ranks: int) -> None:
@@ -297,6 +302,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     _check_size(pairs.shape[3], cfg)
     device = resolve_device(cfg.device)
     rank, world = _dist_setup(device)
+    if world > 1:
+        launch.defer_interrupts()
     if device.type == "cpu":
         # One thread per core: on this 2-core machine 2 ranks x 1 thread beat 1 rank x 2 threads.
         torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
@@ -407,7 +414,9 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
             state["pairs"] += len(sel) * world
             # The ranks' clocks differ (rank 0 also logs), so they add the mean step time and
             # stop at the same step; a rank left alone in a collective would hang.
-            state["train_seconds"] += _agree(time.monotonic() - t0, world, device)
+            seconds, stopping = _agree_all([time.monotonic() - t0, float(launch.stop_requested())],
+                                           world, device)
+            state["train_seconds"] += seconds
             window_pairs += len(sel) * world
             if rank == 0 and (state["step"] % cfg.log_every == 0 or state["step"] == total_steps):
                 rate = window_pairs / max(time.monotonic() - window_t, 1e-9)
@@ -424,6 +433,10 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
             if time.monotonic() - last_ckpt > cfg.checkpoint_minutes * 60:
                 save_ckpt()
                 last_ckpt = time.monotonic()
+            if stopping:  # a rank's SIGINT, seen by all of them at this step
+                save_ckpt()
+                dist.barrier()  # the checkpoint is on disk before any rank reports
+                raise TrainingInterrupted(ckpt_path, state["step"])
             if state["train_seconds"] >= budget:
                 stop_reason = "time budget"
                 break

@@ -87,11 +87,18 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("presses", [1, 2])
+def _ranks_of(run: Path) -> list[int]:
+    """The rank processes training into `run` (torchrun names the same config but is not one)."""
+    return [pid for pid in _processes_naming(str(run / "launch_config.json"))
+            if "torch.distributed.run" not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]
+
+
+@pytest.mark.parametrize("presses", [1, 2, "one rank"])
 def test_ctrl_c_stops_the_ranks_saves_and_says_how_to_resume(tiny_geo, tmp_path, presses):
     """A Ctrl-C (SIGINT to the command's process group) while its torchrun ranks train: the
     ranks save and exit (a second Ctrl-C kills them), none keeps training, and the output ends
-    in one line, no traceback."""
+    in one line, no traceback. A SIGINT to one rank alone stops them all at one step: had that
+    rank stopped by itself, the other would have aborted in a collective."""
     run = tmp_path / "run"
     spec = tmp_path / "config.json"
     spec.write_text(tiny_config(run, epochs=100_000, cpu_ranks=2).to_json())
@@ -105,9 +112,12 @@ def test_ctrl_c_stops_the_ranks_saves_and_says_how_to_resume(tiny_geo, tmp_path,
         while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > 3):
             assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
             time.sleep(0.2)
-        for _ in range(presses):
-            os.killpg(proc.pid, signal.SIGINT)
-            time.sleep(0.05)
+        if presses == "one rank":
+            os.kill(max(_ranks_of(run)), signal.SIGINT)
+        else:
+            for _ in range(presses):
+                os.killpg(proc.pid, signal.SIGINT)
+                time.sleep(0.05)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
