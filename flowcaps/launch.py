@@ -75,9 +75,10 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
     model = out / "model.pt"
-    # Ranks stopped by a SIGINT of their own (not through this process) also exit 0, unfinished.
+    # A Ctrl-C after the last step leaves a finished run; ranks stopped by a SIGINT of their own
+    # (not through this process) also exit 0, unfinished.
     finished = code == 0 and model.exists() and model.stat().st_mtime >= started
-    if interrupts or (code == 0 and not finished):
+    if not finished and (interrupts or code == 0):
         ckpt = out / "checkpoint.pt"
         raise TrainingInterrupted(ckpt, _saved_step(ckpt))
     if code != 0:
