@@ -3,19 +3,18 @@
 half-written file never looks complete.
 
 Each baseline's own `checkpoint` module names its format, its error and its model; this module
-holds what they share, on top of FlowCapsules' file handling (`flowcaps.checkpoint`).
+holds what they share, on top of the shared loop's file format (`trainloop.checkpoint`).
 """
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from flowcaps.checkpoint import read_blob, write_blob
+from trainloop.checkpoint import meta_of, read_blob, write_blob  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)
@@ -67,10 +66,6 @@ def read(path: str | Path, fmt: str, what: str, error: type[Exception]) -> dict[
     if not Path(path).is_file():
         raise error(f"checkpoint {path} does not exist")
     return read_blob(path, fmt, what, error)
-
-
-def meta_of(blob: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(blob["meta"])
 
 
 def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path,

@@ -102,7 +102,7 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
             checkpoint, test_limit):
     """Make the data if missing, train METHOD (resuming), evaluate, write a record per seed."""
     from benchmark.runner import RunRequest, execute, plan
-    from flowcaps.allocator import keep_freed_memory
+    from trainloop.allocator import keep_freed_memory
     keep_freed_memory()  # evaluation batches reuse freed memory (benchmark.runner._execute_logged)
     p = plan(RunRequest(method=method, dataset=dataset, profile=profile, seeds=_seeds(seeds),
                         data=data, make_data=make_data, results=results, runs=runs,
@@ -123,7 +123,7 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
     and depth ordering on Geo)."""
     from benchmark.paper_tables import TABLE3_METHOD
     from benchmark.runner import RunRequest, ablation_requests, execute_all, plan
-    from flowcaps.allocator import keep_freed_memory
+    from trainloop.allocator import keep_freed_memory
     keep_freed_memory()  # evaluation batches reuse freed memory (benchmark.runner._execute_logged)
     base = RunRequest(method=TABLE3_METHOD, dataset=dataset, profile=profile,
                       seeds=_seeds(seeds), data=data, make_data=make_data, results=results,

@@ -330,7 +330,7 @@ def execute_all(plans: list[Plan], jobs: int, echo=print) -> list[Path]:
 
 def _execute_logged(p: Plan) -> tuple[list[Path], list[str]]:
     """execute() without progress bars, its messages returned to the parent."""
-    from flowcaps.allocator import keep_freed_memory
+    from trainloop.allocator import keep_freed_memory
     # Set by the processes that run commands, not by `execute`, so a test's process keeps its
     # own allocator: evaluation batches reuse freed memory; the arithmetic is unchanged.
     keep_freed_memory()

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from flowcaps import checkpoint, launch
+from flowcaps import checkpoint
+from trainloop import ddp
 from flowcaps.config import ModelConfig, TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.fields import parse_text
@@ -73,7 +74,7 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
     Settings come from --profile or --config, then the options, then --set; all of them, the
     data, --out and --init are checked before training (or its processes) starts."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        launch.defer_interrupts()  # from the start: a Ctrl-C while a rank loads data stops it too
+        ddp.defer_interrupts()  # from the start: a Ctrl-C while a rank loads data stops it too
     try:
         if profile is not None and config_file is not None:
             raise FlowcapsError("--profile and --config both give the settings; pass one")

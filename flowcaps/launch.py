@@ -20,7 +20,6 @@ from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 
 LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in the run folder
-_stop_requested = threading.Event()  # a rank's SIGINT, once defer_interrupts() is in place
 
 
 def ranks_for(cfg: TrainConfig, device_type: str) -> int:
@@ -85,20 +84,6 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
         raise FlowcapsError(f"training with {ranks} CPU processes (torchrun) failed with exit "
                             f"status {code}; its error is printed above")
     return model
-
-
-def defer_interrupts() -> None:
-    """In a rank: SIGINT sets a flag the trainer reads (`stop_requested`) instead of raising.
-
-    The ranks agree on the flag after each step and stop at the same one. A KeyboardInterrupt
-    raised mid-step stopped one rank while another waited in a collective, which then aborted
-    ("terminate called without an active exception") into torchrun's failure report."""
-    if threading.current_thread() is threading.main_thread():  # signal's rule
-        signal.signal(signal.SIGINT, lambda signum, frame: _stop_requested.set())
-
-
-def stop_requested() -> bool:
-    return _stop_requested.is_set()
 
 
 def _raise_interrupt(signum, frame) -> None:

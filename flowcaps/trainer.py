@@ -1,4 +1,5 @@
-"""The self-supervised trainer: frame pairs only, no flow or masks. Resumable; DDP-ready.
+"""The self-supervised trainer: frame pairs only, no flow or masks. FlowCapsules' part of the
+shared training loop (`trainloop`): its step, its schedule and its data mixing.
 
 Letters: N pairs, B batch, T frames, H, W image side.
 
@@ -7,39 +8,29 @@ DistributedDataParallel (gloo on CPU, nccl on CUDA); rank 0 alone writes files.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
-import json
 import math
 import os
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch import nn
 
+import trainloop
+from trainloop import ddp
 from flowcaps import checkpoint, kernel_cache, launch
-from flowcaps.allocator import keep_freed_memory
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
 from flowcaps.precision import resolve_bf16
-from flowcaps.progress import bar_position, run_fraction, training_bar
 
-CKPT_NAME = "checkpoint.pt"  # resumable state of the run
-MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
-LOG_NAME = "log.csv"
+CKPT_NAME, MODEL_NAME, LOG_NAME = trainloop.CKPT_NAME, trainloop.MODEL_NAME, trainloop.LOG_NAME
 # One column per loss term after the total (render, smooth, centre, ...), in LossTerms' order.
 TERM_FIELDS = tuple(f.name for f in dataclasses.fields(LossTerms) if f.name != "total")
-LOG_FIELDS = ("step", "epoch", "pairs", "seconds", "lr", "loss", *TERM_FIELDS, "pairs_per_s")
-# Fields that may change between an interrupted run and its resumption (runtime only).
-RUNTIME_FIELDS = ("device", "threads", "cpu_ranks")
 
 
 class _LossModule(nn.Module):
@@ -48,36 +39,15 @@ class _LossModule(nn.Module):
     def __init__(self, model: FlowCapsules, cfg: TrainConfig):
         super().__init__()
         self.model = model
-        self.cfg = cfg
+        self.config = cfg
 
     def forward(self, img0: torch.Tensor, img1: torch.Tensor, gen: torch.Generator,
                 center_scale: torch.Tensor) -> LossTerms:
-        return pair_loss(self.model, img0, img1, self.cfg, gen, center_scale)
+        return pair_loss(self.model, img0, img1, self.config, gen, center_scale)
 
 
-def _upgrade_log(path: Path) -> None:
-    """Rewrite a resumed run's log under the current LOG_FIELDS (columns it lacks left empty)."""
-    with open(path, newline="") as f:
-        header = next(csv.reader(f), None)
-        if header is None or tuple(header) == LOG_FIELDS:
-            return
-        rows = list(csv.DictReader(f, fieldnames=header))
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, LOG_FIELDS, restval="", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
-
-
-def resolve_device(name: str, error: type[Exception] = FlowcapsError) -> torch.device:
-    """"auto" -> cuda when there is one, else cpu; `error` (the caller's kind, so the baselines
-    share this) when cuda is asked for and absent."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise error("device 'cuda' requested but no CUDA device is available")
-    return torch.device(name)
+def resolve_device(name: str) -> torch.device:
+    return trainloop.resolve_device(name, FlowcapsError)
 
 
 def _split_shards(root: Path, split: str) -> tuple[dict, list]:
@@ -176,15 +146,6 @@ def _fade(progress: float, span: float) -> float:
     return max(0.0, 1.0 - progress / span)
 
 
-def _check_resume(saved: TrainConfig, cfg: TrainConfig, path: Path) -> None:
-    a = {k: v for k, v in saved.__dict__.items() if k not in RUNTIME_FIELDS}
-    b = {k: v for k, v in cfg.__dict__.items() if k not in RUNTIME_FIELDS}
-    diff = sorted(k for k in a if a[k] != b[k])
-    if diff:
-        raise FlowcapsError(f"{path} was made with a different config (fields {diff}); "
-                            f"use a new --out folder or the same settings")
-
-
 def _init_blob(cfg: TrainConfig) -> dict[str, Any]:
     """`cfg.init`'s checkpoint, or a one-line error if it is missing, foreign or of another model."""
     blob = checkpoint.read(cfg.init)
@@ -203,40 +164,75 @@ def _load_init(model: FlowCapsules, cfg: TrainConfig) -> dict[str, Any]:
     return {"path": str(cfg.init), "sha256": digest, "meta": checkpoint.meta_of(blob)}
 
 
-def _match_compiled_grad_layout(model: nn.Module) -> None:
-    """Give a 4-D weight whose two memory formats coincide (a 1x1 conv) channels-last strides.
-
-    Its bytes are the same either way, but DDP compares a gradient's strides with the weight's
-    literally, and the compiled backward returns such a gradient with channels-last strides.
-    """
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 4 and p.is_contiguous() and p.is_contiguous(
-                    memory_format=torch.channels_last):
-                p.set_(torch.empty_like(p, memory_format=torch.channels_last).copy_(p))
+def mix_batch(mix_from: int, local: int, batch: int, seed: int) -> torch.Tensor:
+    """A batch drawn (with replacement) from rows [mix_from, local): mix_data's pairs only."""
+    return mix_from + torch.randint(local - mix_from, (batch,),
+                                    generator=torch.Generator().manual_seed(seed))  # (batch,)
 
 
-def _dist_setup(device: torch.device) -> tuple[int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return 0, 1
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return dist.get_rank(), dist.get_world_size()
+class FlowcapsTask(trainloop.Task):
+    """FlowCapsules' step in the shared loop. `mix_from`: where this rank's part of `mix_data`'s
+    pairs starts (`train` puts them last), for `mix_first`."""
+
+    name, unit, store = "flowcaps", "pairs", checkpoint
+
+    def __init__(self, cfg: TrainConfig, mix_from: int | None = None):
+        self.config, self.mix_from = cfg, mix_from
+        self.model: FlowCapsules | None = None
+        self.bf16 = False
+
+    def build(self, device: torch.device) -> FlowCapsules:
+        self.bf16 = resolve_bf16(self.config.bf16, device)
+        self.model = FlowCapsules(self.config.model).to(device)
+        return self.model
+
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=self.config.lr)
+
+    def loss_module(self, model: nn.Module, world: int) -> nn.Module:
+        fn: nn.Module = _LossModule(model, self.config.replace(bf16=self.bf16))
+        if self.config.compile:
+            # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
+            # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
+            fn = kernel_cache.compiled(fn)
+            if world > 1:
+                ddp.match_compiled_grad_layout(model)
+        return fn
+
+    def start(self, model: nn.Module, saved_meta: dict[str, Any] | None) -> dict[str, Any]:
+        if saved_meta is not None:  # a resumed run keeps what it started from
+            init = saved_meta.get("init")
+        else:
+            init = _load_init(model, self.config) if self.config.init else None
+        return {**({"init": init} if init else {}), "bf16": self.bf16}
+
+    def lr_factor(self, step: int, fraction: float) -> float:
+        return _lr_factor(self.config, step, fraction)
+
+    def select(self, sel: torch.Tensor, ctx: trainloop.StepContext) -> torch.Tensor:
+        if ctx.fraction < self.config.mix_first and self.mix_from is not None:
+            return mix_batch(self.mix_from, ctx.rows, len(sel),
+                             self.config.seed * 100003 + ctx.rank * 7919 + ctx.step)
+        return sel
+
+    def step(self, loss_fn: nn.Module, rows: tuple[torch.Tensor, ...], gen: torch.Generator,
+             ctx: trainloop.StepContext) -> trainloop.loop.Losses:
+        cfg = self.config
+        img0, img1 = to_images(rows[0], ctx.device)
+        center_scale = min(1.0, ctx.fraction / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
+        if cfg.prior_anneal > 0 and hasattr(self.model.encoder, "prior_gain"):
+            self.model.encoder.prior_gain.fill_(_fade(ctx.fraction, cfg.prior_anneal))
+        # A tensor, not a float: torch.compile would specialise (recompile) on every value.
+        terms = loss_fn(img0, img1, gen, torch.tensor(center_scale, device=ctx.device))
+        return terms.total, {n: getattr(terms, n) for n in TERM_FIELDS}
 
 
-def _agree(value: float, world: int, device: torch.device) -> float:
-    """The mean of a number over the ranks (itself without DDP); NaN anywhere gives NaN."""
-    return _agree_all([value], world, device)[0]
-
-
-def _agree_all(values: list[float], world: int, device: torch.device) -> list[float]:
-    """`_agree` for several numbers in one collective."""
-    if world <= 1:
-        return values
-    t = torch.tensor(values, dtype=torch.float64, device=device)  # nccl needs a CUDA tensor
-    dist.all_reduce(t)
-    return (t / world).tolist()
+def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
+    return trainloop.LoopConfig(
+        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, epochs=cfg.epochs,
+        max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads,
+        grad_clip=cfg.grad_clip or None, explode_factor=cfg.explode_factor,
+        log_every=cfg.log_every, checkpoint_minutes=cfg.checkpoint_minutes)
 
 
 def _check_run_folder(cfg: TrainConfig, ranks: int) -> None:
@@ -246,8 +242,9 @@ def _check_run_folder(cfg: TrainConfig, ranks: int) -> None:
         raise FlowcapsError(f"--out {out} exists and is not a folder")
     ckpt_path = out / CKPT_NAME
     if ckpt_path.exists():  # the ranks store their own config (launch.per_rank_config)
-        saved = checkpoint.config_of(checkpoint.read(ckpt_path))
-        _check_resume(saved, launch.per_rank_config(cfg, ranks) if ranks > 1 else cfg, ckpt_path)
+        rank_cfg = launch.per_rank_config(cfg, ranks) if ranks > 1 else cfg
+        with trainloop.errors_as(FlowcapsError):
+            trainloop.check_resume(FlowcapsTask(cfg), ckpt_path, dataclasses.asdict(rank_cfg))
     elif cfg.init:
         _init_blob(cfg)
 
@@ -279,12 +276,6 @@ def fit(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     return run(config, pairs, progress=progress, meta=meta)[1]
 
 
-def mix_batch(mix_from: int, local: int, batch: int, seed: int) -> torch.Tensor:
-    """A batch drawn (with replacement) from rows [mix_from, local): mix_data's pairs only."""
-    return mix_from + torch.randint(local - mix_from, (batch,),
-                                    generator=torch.Generator().manual_seed(seed))  # (batch,)
-
-
 def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
         meta: dict[str, Any] | None = None, rank_part: bool = False,
         mix_from: int | None = None) -> tuple[FlowCapsules, Path]:
@@ -295,162 +286,11 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     `mix_data`'s pairs starts (`train` puts them last), for `mix_first`.
     """
     config.validate()
-    cfg = config
     if pairs.ndim != 5 or pairs.shape[1] != 2 or pairs.dtype != np.uint8:
         raise FlowcapsError(f"pairs must be uint8 (N, 2, H, W, 3), got {pairs.dtype}{list(pairs.shape)}")
-    _check_size(pairs.shape[2], cfg)
-    _check_size(pairs.shape[3], cfg)
-    device = resolve_device(cfg.device)
-    rank, world = _dist_setup(device)
-    if world > 1:
-        launch.defer_interrupts()
-    if device.type == "cpu":
-        # One thread per core: on this 2-core machine 2 ranks x 1 thread beat 1 rank x 2 threads.
-        torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
-        # Flat-coloured images give tiny gradients; denormal floats are very slow on x86.
-        torch.set_flush_denormal(True)
-        keep_freed_memory()  # no page faults for each step's activations: 1.2-1.3x the pairs
-    local = len(pairs) if rank_part else len(pairs) // world
-    _check_batch(local, world, cfg.batch_size)
-    part = pairs if rank_part else pairs[rank * local:(rank + 1) * local]
-    data = torch.from_numpy(part)  # (N_rank, 2, H, W, 3)
-    if device.type == "cuda" and data.nbytes < torch.cuda.mem_get_info(device)[0] // 4:
-        data = data.to(device)  # uint8 on the GPU: no host copy per step
-    steps_per_epoch = local // cfg.batch_size
-    total_steps = steps_per_epoch * cfg.epochs
-    out = Path(cfg.out)
-    ckpt_path, model_path = out / CKPT_NAME, out / MODEL_NAME
-
-    torch.manual_seed(cfg.seed)  # the initial weights: identical on every rank
-    model = FlowCapsules(cfg.model).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    state = {"step": 0, "train_seconds": 0.0, "pairs": 0}
-    if ckpt_path.exists():
-        blob = checkpoint.read(ckpt_path)
-        _check_resume(checkpoint.config_of(blob), cfg, ckpt_path)
-        model.load_weights(blob["model"])
-        if "optimizer" in blob:
-            opt.load_state_dict(blob["optimizer"])
-        state.update(json.loads(blob.get("progress", "{}")))
-        started_from = checkpoint.meta_of(blob).get("init")
-        if started_from:  # keep what the run started from
-            meta = {**(meta or {}), "init": started_from}
-    elif cfg.init:
-        meta = {**(meta or {}), "init": _load_init(model, cfg)}
-    bf16 = resolve_bf16(cfg.bf16, device)
-    meta = {**(meta or {}), "pairs_total": local * world, "world_size": world, "bf16": bf16}
-
-    step_fn: nn.Module = _LossModule(model, cfg.replace(bf16=bf16))
-    if cfg.compile:
-        # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
-        # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
-        step_fn = kernel_cache.compiled(step_fn)
-        if world > 1:
-            _match_compiled_grad_layout(model)
-    if world > 1:
-        step_fn = nn.parallel.DistributedDataParallel(step_fn)
-
-    def save_ckpt() -> None:
-        if rank == 0:
-            checkpoint.save(ckpt_path, cfg, model, optimizer=opt, progress=state, meta=meta)
-
-    budget = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
-    log_file = None
-    if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-        new_log = not (out / LOG_NAME).exists()
-        if not new_log:
-            _upgrade_log(out / LOG_NAME)
-        log_file = open(out / LOG_NAME, "a", newline="")
-        writer = csv.writer(log_file)
-        if new_log:
-            writer.writerow(LOG_FIELDS)
-    bar = training_bar(total_steps, budget, state, disable=not progress or rank != 0)
-    recent: list[float] = []
-    last_ckpt = time.monotonic()
-    window_t, window_pairs = time.monotonic(), 0
-    stop_reason = "epochs"
-    perm, perm_epoch = torch.empty(0, dtype=torch.long), -1
-    try:
-        while state["step"] < total_steps:
-            step = state["step"]
-            epoch = step // steps_per_epoch
-            if perm_epoch != epoch:
-                # One permutation per (seed, rank, epoch), so a resumed run sees the same order.
-                perm = torch.randperm(local, generator=torch.Generator().manual_seed(
-                    cfg.seed * 100003 + rank * 7919 + epoch))
-                perm_epoch = epoch
-            pos = step % steps_per_epoch
-            sel = perm[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
-            frac = run_fraction(step, total_steps, state["train_seconds"], budget)
-            if frac < cfg.mix_first and mix_from is not None:
-                sel = mix_batch(mix_from, local, cfg.batch_size, cfg.seed * 100003 + rank * 7919 + step)
-            # On a GPU the points are drawn there (losses.sample_indices).
-            gen = torch.Generator(device=device).manual_seed(
-                cfg.seed * 1000003 + rank * 10007 + step)
-            t0 = time.monotonic()
-            img0, img1 = to_images(data[sel], device)
-            lr = cfg.lr * _lr_factor(cfg, step, frac)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            center_scale = min(1.0, frac / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
-            if cfg.prior_anneal > 0 and hasattr(model.encoder, "prior_gain"):
-                model.encoder.prior_gain.fill_(_fade(frac, cfg.prior_anneal))
-            # A tensor, not a float: torch.compile would specialise (recompile) on every value.
-            terms = step_fn(img0, img1, gen, torch.tensor(center_scale, device=device))
-            loss = _agree(float(terms.total.detach()), world, device)  # every rank decides alike
-            median = statistics.median(recent) if len(recent) >= 20 else math.inf
-            if not math.isfinite(loss) or loss > cfg.explode_factor * median:
-                what = "not finite" if not math.isfinite(loss) else f"exploded ({loss:.3g})"
-                raise FlowcapsError(f"loss {what} at step {step}; stopped, last good checkpoint "
-                                    f"kept at {ckpt_path}")
-            opt.zero_grad(set_to_none=True)
-            terms.total.backward()
-            if cfg.grad_clip:
-                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            recent = (recent + [loss])[-200:]
-            state["step"] = step + 1
-            state["pairs"] += len(sel) * world
-            # The ranks' clocks differ (rank 0 also logs), so they add the mean step time and
-            # stop at the same step; a rank left alone in a collective would hang.
-            seconds, stopping = _agree_all([time.monotonic() - t0, float(launch.stop_requested())],
-                                           world, device)
-            state["train_seconds"] += seconds
-            window_pairs += len(sel) * world
-            if rank == 0 and (state["step"] % cfg.log_every == 0 or state["step"] == total_steps):
-                rate = window_pairs / max(time.monotonic() - window_t, 1e-9)
-                window_t, window_pairs = time.monotonic(), 0
-                writer.writerow([state["step"], epoch, state["pairs"],
-                                 f"{state['train_seconds']:.1f}", f"{lr:.3g}", f"{loss:.5g}",
-                                 *(f"{float(getattr(terms, n).detach()):.5g}" for n in TERM_FIELDS),
-                                 f"{rate:.1f}"])
-                log_file.flush()
-                bar.set_postfix({"step": state["step"], "loss": f"{loss:.4f}",
-                                "pairs/s": f"{rate:.0f}"})
-            bar.update(bar_position(state["step"], total_steps, state["train_seconds"], budget)
-                       - bar.n)
-            if time.monotonic() - last_ckpt > cfg.checkpoint_minutes * 60:
-                save_ckpt()
-                last_ckpt = time.monotonic()
-            if stopping:  # a rank's SIGINT, seen by all of them at this step
-                save_ckpt()
-                dist.barrier()  # the checkpoint is on disk before any rank reports
-                raise TrainingInterrupted(ckpt_path, state["step"])
-            if state["train_seconds"] >= budget:
-                stop_reason = "time budget"
-                break
-    except KeyboardInterrupt:
-        save_ckpt()
-        raise TrainingInterrupted(ckpt_path, state["step"]) from None
-    finally:
-        bar.close()
-        if log_file is not None:
-            log_file.close()
-    state["stop_reason"] = stop_reason
-    save_ckpt()
-    if rank == 0:
-        checkpoint.save(model_path, cfg, model, meta={**meta, **state})
-    if world > 1:
-        dist.barrier()
-    return model, model_path
+    _check_size(pairs.shape[2], config)
+    _check_size(pairs.shape[3], config)
+    task = FlowcapsTask(config, mix_from)
+    with trainloop.errors_as(FlowcapsError, TrainingInterrupted):
+        return trainloop.fit(task, loop_config(config), torch.from_numpy(pairs),
+                             progress=progress, meta=meta, rank_part=rank_part)

@@ -27,7 +27,7 @@ import torch
 
 from benchmark.records import git_state, machine_info
 from flowcaps import PROFILES, TrainConfig, kernel_cache
-from flowcaps.allocator import keep_freed_memory
+from trainloop.allocator import keep_freed_memory
 from flowcaps.losses import pair_loss
 from flowcaps.model import FlowCapsules
 from flowcaps.precision import cpu_has_native_bf16, resolve_bf16

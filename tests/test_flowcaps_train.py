@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 import flowcaps
 from flowcaps import FlowcapsError, TrainConfig, checkpoint
-from flowcaps import progress
 from flowcaps import trainer as train_mod
+from trainloop import ddp, progress
 from flowcaps.cli import main as cli_main
 from flowcaps.config import ModelConfig
 
@@ -55,47 +55,6 @@ def test_fit_writes_model_log_and_loads(tmp_path):
 
 def _weights(path):
     return checkpoint.read(path)["model"]
-
-
-def test_interrupted_run_resumes_to_the_same_weights(tmp_path, monkeypatch):
-    pairs = tiny_pairs()
-    straight = train_mod.fit(tiny_config(tmp_path / "a"), pairs, progress=False)
-
-    real, calls = train_mod.pair_loss, {"n": 0}
-
-    def interrupt_at_5(*args):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(train_mod, "pair_loss", interrupt_at_5)
-    with pytest.raises(FlowcapsError, match="interrupted at step 4"):
-        train_mod.fit(tiny_config(tmp_path / "b"), pairs, progress=False)
-    monkeypatch.setattr(train_mod, "pair_loss", real)
-    resumed = train_mod.fit(tiny_config(tmp_path / "b"), pairs, progress=False)
-    a, b = _weights(straight), _weights(resumed)
-    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
-    with pytest.raises(FlowcapsError, match="different config.*lr"):
-        train_mod.fit(tiny_config(tmp_path / "b", lr=5e-3), pairs, progress=False)
-
-
-def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
-    real, calls = train_mod.pair_loss, {"n": 0}
-
-    def nan_at_4(*args):
-        calls["n"] += 1
-        terms = real(*args)
-        if calls["n"] == 4:
-            terms.total = terms.total * float("nan")
-        return terms
-
-    monkeypatch.setattr(train_mod, "pair_loss", nan_at_4)
-    with pytest.raises(FlowcapsError, match="not finite at step 3"):
-        train_mod.fit(tiny_config(tmp_path / "run"), tiny_pairs(), progress=False)
-    blob = checkpoint.read(tmp_path / "run" / "checkpoint.pt")
-    assert all(torch.isfinite(v).all() for v in blob["model"].values())
-    assert '"step": 3' in blob["progress"]
 
 
 def test_corrupt_and_foreign_checkpoints_are_refused(tmp_path):
@@ -146,20 +105,6 @@ def test_prior_fades_out_and_the_extra_terms_train(tmp_path):
     assert all(np.isfinite(float(r["appearance"])) and float(r["appearance"]) > 0 for r in rows)
 
 
-def test_a_resumed_runs_log_is_rewritten_under_the_current_columns(tmp_path):
-    from flowcaps.trainer import LOG_FIELDS, _upgrade_log
-    old = tmp_path / "log.csv"
-    old.write_text("step,loss,pairs_per_s\n20,0.5,100.0\n40,0.4,110.0\n")
-    _upgrade_log(old)
-    rows = list(csv.DictReader(open(old)))
-    assert tuple(rows[0].keys()) == LOG_FIELDS
-    assert [r["step"] for r in rows] == ["20", "40"] and rows[1]["pairs_per_s"] == "110.0"
-    assert rows[0]["overlap"] == ""  # a column the old log lacked
-    before = old.read_text()
-    _upgrade_log(old)  # already current: untouched
-    assert old.read_text() == before
-
-
 def test_init_starts_from_a_checkpoints_weights(tmp_path):
     """`init` loads another run's weights (model config must match); a resume ignores it."""
     pairs = tiny_pairs()
@@ -204,7 +149,7 @@ def test_a_1x1_conv_weight_takes_the_strides_of_its_compiled_gradient():
     order is the same (a 1x1 conv); the compiled backward gives those channels-last strides."""
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 2, 1))
     before = {k: v.clone() for k, v in net.state_dict().items()}
-    train_mod._match_compiled_grad_layout(net)
+    ddp.match_compiled_grad_layout(net)
     assert net[1].weight.stride() == (4, 1, 4, 4)
     assert net[0].weight.stride() == (27, 9, 3, 1), "a 3x3 weight keeps its layout"
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())

@@ -1,12 +1,12 @@
-"""PSD's trainer: the two stages, resume, a refused config change, the NaN stop, checkpoints
-and the data reader."""
-import math
+"""PSD's trainer: the two stages, checkpoints and the data reader (resume, the resume rule
+and the NaN stop: tests/test_trainloop_methods.py)."""
+import csv
 
 import numpy as np
 import pytest
 import torch
 
-from baselines.psd import PsdError, checkpoint, trainer
+from baselines.psd import PsdError, checkpoint
 from baselines.psd.config import PROFILES, ModelConfig, TrainConfig
 from baselines.psd.data import load_train
 from baselines.psd.trainer import choose_active, fit
@@ -38,7 +38,7 @@ def test_two_stages_export_and_log(tmp_path):
     assert np.array(meta["structure"]).shape == (len(meta["active_dims"]),) * 2
     model = checkpoint.load(path)
     assert model.active_dims() == sorted(meta["active_dims"]) and not model.training
-    stages = [line.split(",")[1] for line in (tmp_path / "run" / "log.csv").read_text().splitlines()[1:]]
+    stages = [r["stage"] for r in csv.DictReader(open(tmp_path / "run" / "log.csv"))]
     assert stages == ["1"] * 4 + ["2"] * 4
 
 
@@ -46,58 +46,6 @@ def test_active_dimensions_by_kl():
     kl = np.array([0.1, 3.0, 0.7, 0.2, 5.0])
     assert choose_active(kl, 0.5, 2) == [4, 1, 2]
     assert choose_active(kl, 4.0, 3) == [4, 1, 2]  # too few above the threshold: the largest 3
-
-
-def _weights(path):
-    return checkpoint.read(path)["model"]
-
-
-def test_an_interrupted_run_resumes_to_the_same_state(tmp_path, monkeypatch):
-    frames, flow = _data()
-    straight = fit(_cfg(tmp_path / "a"), frames, flow, progress=False)
-
-    real, calls = trainer.psd_loss, {"n": 0}
-
-    def interrupt_at_six(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 7:  # during step 6 (0-based), after the stage switch at step 4
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(trainer, "psd_loss", interrupt_at_six)
-    with pytest.raises(PsdError, match="interrupted at step 6"):
-        fit(_cfg(tmp_path / "b"), frames, flow, progress=False)
-    monkeypatch.setattr(trainer, "psd_loss", real)
-    resumed = fit(_cfg(tmp_path / "b"), frames, flow, progress=False)
-    a, b = _weights(straight), _weights(resumed)
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.allclose(a[key].float(), b[key].float(), atol=1e-5), key
-    assert checkpoint.meta_of(checkpoint.read(resumed))["step"] == 8
-
-
-def test_a_changed_config_is_refused(tmp_path):
-    frames, flow = _data()
-    fit(_cfg(tmp_path / "run"), frames, flow, progress=False)
-    with pytest.raises(PsdError, match=r"different config \(fields \['w_local'\]\)"):
-        fit(_cfg(tmp_path / "run", w_local=0.5), frames, flow, progress=False)
-    fit(_cfg(tmp_path / "run", threads=2), frames, flow, progress=False)  # runtime only: fine
-
-
-def test_a_nan_loss_stops_with_a_clear_error(tmp_path, monkeypatch):
-    frames, flow = _data()
-    real, calls = trainer.psd_loss, {"n": 0}
-
-    def nan_at_three(*args, **kwargs):
-        terms = real(*args, **kwargs)
-        calls["n"] += 1
-        if calls["n"] == 3:
-            terms.total = terms.total * math.nan
-        return terms
-
-    monkeypatch.setattr(trainer, "psd_loss", nan_at_three)
-    with pytest.raises(PsdError, match="loss not finite at step 2"):
-        fit(_cfg(tmp_path / "run"), frames, flow, progress=False)
 
 
 def test_bad_inputs_are_refused(tmp_path):

@@ -1,6 +1,5 @@
-"""R-NEM's trainer and checkpoints: resume, NaN stop, refusing bad checkpoints."""
-import json
-
+"""R-NEM's trainer and checkpoints: refusing bad checkpoints, profiles, the clip reader (resume
+and the NaN stop: tests/test_trainloop_methods.py)."""
 import numpy as np
 import pytest
 import torch
@@ -16,61 +15,6 @@ TINY = TrainConfig(model=ModelConfig(image_size=16, work_size=16, enc_channels=(
 
 def _clips(n=12):
     return np.random.default_rng(0).integers(0, 256, (n, 3, 3, 16, 16), dtype=np.uint8)
-
-
-def _weights(path):
-    return checkpoint.read(path)["model"]
-
-
-def test_an_interrupted_run_resumes_to_the_same_weights(tmp_path, monkeypatch):
-    straight = trainer.fit(TINY.replace(out=str(tmp_path / "a")), _clips(), progress=False)
-    real, calls = trainer.rnem_loss, {"n": 0}
-
-    def interrupted(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 13:  # inside step 2 (5 EM steps per clip): as if Ctrl-C were pressed
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    cfg = TINY.replace(out=str(tmp_path / "b"))
-    monkeypatch.setattr(trainer, "rnem_loss", interrupted)
-    with pytest.raises(RnemError, match="interrupted at step 2"):
-        trainer.fit(cfg, _clips(), progress=False)
-    monkeypatch.setattr(trainer, "rnem_loss", real)
-    resumed = trainer.fit(cfg, _clips(), progress=False)
-    a, b = _weights(straight), _weights(resumed)
-    assert a.keys() == b.keys()
-    for k in a:
-        assert torch.equal(a[k], b[k]), k
-    assert checkpoint.meta_of(checkpoint.read(resumed))["step"] == 4
-    rows = (tmp_path / "b" / trainer.LOG_NAME).read_text().splitlines()
-    assert rows[0].startswith("step,") and len(rows) == 5  # header + steps 1..4
-
-
-def test_resume_refuses_a_run_made_with_other_settings(tmp_path):
-    trainer.fit(TINY.replace(out=str(tmp_path)), _clips(), progress=False)
-    with pytest.raises(RnemError, match="different config"):
-        trainer.fit(TINY.replace(out=str(tmp_path), lr=0.5), _clips(), progress=False)
-
-
-def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    real = trainer.rnem_loss
-    calls = {"n": 0}
-
-    def poisoned(*args, **kwargs):
-        calls["n"] += 1
-        terms = real(*args, **kwargs)
-        # from the third step on (schedule(3, 2) has 5 EM steps per clip)
-        return terms._replace(total=terms.total * float("nan")) if calls["n"] > 10 else terms
-
-    monkeypatch.setattr(trainer, "rnem_loss", poisoned)
-    cfg = TINY.replace(out=str(tmp_path), checkpoint_minutes=0.0)
-    with pytest.raises(RnemError, match="not finite at step 2"):
-        trainer.fit(cfg, _clips(), progress=False)
-    assert not (tmp_path / trainer.MODEL_NAME).exists()
-    kept = checkpoint.read(tmp_path / trainer.CKPT_NAME)
-    assert json.loads(kept["progress"])["step"] == 2
-    assert all(torch.isfinite(v).all() for v in kept["model"].values())
 
 
 def test_load_refuses_missing_corrupt_and_foreign_checkpoints(tmp_path):

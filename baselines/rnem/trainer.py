@@ -1,38 +1,30 @@
-"""The R-NEM trainer: clips of frames only. Seeded, resumable, stops on a NaN.
+"""The R-NEM trainer: clips of frames only; R-NEM's part of the shared training loop
+(`trainloop`).
 
 Letters: N clips, B batch, T frames, K groups, C channels, H, W the model's work side.
 
 Every random draw of a step (the batch, the input corruption, gamma's start) comes from a
-generator seeded by (seed, step), so a resumed run continues exactly as an uninterrupted one.
+generator the loop seeds by (seed, step), so a resumed run continues exactly as an
+uninterrupted one.
 """
 from __future__ import annotations
 
-import csv
-import json
-import math
-import os
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch.nn import functional as F
-from tqdm import tqdm
+from torch import nn
 
+import trainloop
 from baselines.rnem import checkpoint
 from baselines.rnem.config import TrainConfig
 from baselines.rnem.errors import RnemError
 from baselines.rnem.losses import rnem_loss
 from baselines.rnem.model import RNEM, schedule
-from flowcaps.trainer import resolve_device
 
-CKPT_NAME = "checkpoint.pt"  # resumable state of the run
-MODEL_NAME = "model.pt"  # exported weights + config, what `train` returns
-LOG_NAME = "log.csv"
-LOG_FIELDS = ("step", "clips", "seconds", "loss", "intra", "inter", "clips_per_s")
-RUNTIME_FIELDS = ("device", "threads", "out")  # may differ when a run is resumed
+CKPT_NAME, MODEL_NAME, LOG_NAME = trainloop.CKPT_NAME, trainloop.MODEL_NAME, trainloop.LOG_NAME
 
 
 def load_clips(root: str | Path, cfg: TrainConfig, split: str = "train") -> np.ndarray:
@@ -101,13 +93,25 @@ def clip_loss(model: RNEM, clip: torch.Tensor, cfg: TrainConfig,
             sum(t.inter for t in terms) / n)
 
 
-def _check_resume(saved: TrainConfig, cfg: TrainConfig, path: Path) -> None:
-    a = {k: v for k, v in saved.__dict__.items() if k not in RUNTIME_FIELDS}
-    b = {k: v for k, v in cfg.__dict__.items() if k not in RUNTIME_FIELDS}
-    diff = sorted(k for k in a if a[k] != b[k])
-    if diff:
-        raise RnemError(f"{path} was made with a different config (fields {diff}); use a new "
-                        f"output folder or the same settings")
+class RnemTask(trainloop.Task):
+    """R-NEM's step in the shared loop."""
+
+    name, unit, store = "rnem", "clips", checkpoint
+
+    def __init__(self, cfg: TrainConfig):
+        self.config = cfg
+
+    def build(self, device: torch.device) -> RNEM:
+        return RNEM(self.config.model).to(device).train()
+
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=self.config.lr)
+
+    def step(self, loss_fn: nn.Module, rows: tuple[torch.Tensor, ...], gen: torch.Generator,
+             ctx: trainloop.StepContext) -> trainloop.loop.Losses:
+        clip = rows[0].to(ctx.device).float() / 255  # (B, T, C, H, W)
+        total, intra, inter = clip_loss(loss_fn, clip, self.config, gen)
+        return total, {"intra": intra, "inter": inter}
 
 
 def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Path:
@@ -115,6 +119,14 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
     config.validate()
     clips = load_clips(data, config)
     return fit(config, clips, progress=progress, meta={"data": str(data)})
+
+
+def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
+    return trainloop.LoopConfig(
+        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, steps=cfg.max_steps,
+        max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads,
+        grad_clip=cfg.grad_clip, explode_factor=cfg.explode_factor, log_every=cfg.log_every,
+        checkpoint_minutes=cfg.checkpoint_minutes)
 
 
 def fit(cfg: TrainConfig, clips: np.ndarray, *, progress: bool = True,
@@ -126,106 +138,7 @@ def fit(cfg: TrainConfig, clips: np.ndarray, *, progress: bool = True,
     if clips.ndim != 5 or clips.shape[2:] != (3, side, side) or clips.dtype != np.uint8:
         raise RnemError(f"clips must be uint8 (N, T, 3, {side}, {side}), got "
                         f"{clips.dtype}{list(clips.shape)}")
-    if len(clips) < cfg.batch_size:
-        raise RnemError(f"{len(clips)} clips is fewer than one batch of {cfg.batch_size}")
-    device = resolve_device(cfg.device, RnemError)
-    if device.type == "cpu":
-        torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
-        torch.set_flush_denormal(True)  # denormal floats are very slow on x86
-    out = Path(cfg.out)
-    ckpt_path, model_path = out / CKPT_NAME, out / MODEL_NAME
-
-    torch.manual_seed(cfg.seed)  # the initial weights
-    model = RNEM(cfg.model).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    state: dict[str, Any] = {"step": 0, "train_seconds": 0.0, "clips": 0}
-    if ckpt_path.exists():
-        blob = checkpoint.read(ckpt_path)
-        _check_resume(checkpoint.config_of(blob), cfg, ckpt_path)
-        model.load_weights(blob["model"])
-        if "optimizer" in blob:
-            opt.load_state_dict(blob["optimizer"])
-        state.update(json.loads(blob.get("progress", "{}")))
-    meta = {**(meta or {}), "clips_total": int(len(clips)), "clip_frames": int(clips.shape[1])}
-    data = torch.from_numpy(clips)  # (N, T, C, H, W) uint8
-
-    def save_ckpt() -> None:
-        checkpoint.save(ckpt_path, cfg, model, optimizer=opt, progress=state, meta=meta)
-
-    budget = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
-    out.mkdir(parents=True, exist_ok=True)
-    new_log = not (out / LOG_NAME).exists()
-    log_file = open(out / LOG_NAME, "a", newline="")
-    writer = csv.writer(log_file)
-    if new_log:
-        writer.writerow(LOG_FIELDS)
-    # The bar runs over the budget that really ends the run: seconds when time-limited.
-    timed = math.isfinite(budget)
-    bar = tqdm(total=round(budget) if timed else cfg.max_steps,
-               initial=min(round(state["train_seconds"]), round(budget)) if timed else state["step"],
-               unit="s" if timed else "step", desc="rnem train", disable=not progress)
-    recent: list[float] = []
-    last_ckpt = time.monotonic()
-    window_t, window_clips = time.monotonic(), 0
-    stop_reason = "max_steps"
-    per_epoch = len(data) // cfg.batch_size
-    perm, perm_epoch = torch.empty(0, dtype=torch.long), -1
-    model.train()
-    try:
-        while state["step"] < cfg.max_steps:
-            if state["train_seconds"] >= budget:
-                stop_reason = "time budget"
-                break
-            step = state["step"]
-            epoch = step // per_epoch
-            if perm_epoch != epoch:  # one permutation per (seed, epoch): resumes see the same order
-                perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(
-                    cfg.seed * 100003 + epoch))
-                perm_epoch = epoch
-            pos = step % per_epoch
-            sel = perm[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
-            gen = torch.Generator(device=device).manual_seed(cfg.seed * 1000003 + step)
-            t0 = time.monotonic()
-            clip = data[sel].to(device).float() / 255  # (B, T, C, H, W)
-            total, intra, inter = clip_loss(model, clip, cfg, gen)
-            loss = float(total.detach())
-            median = statistics.median(recent) if len(recent) >= 20 else math.inf
-            if not math.isfinite(loss) or loss > cfg.explode_factor * median:
-                what = "not finite" if not math.isfinite(loss) else f"exploded ({loss:.3g})"
-                raise RnemError(f"loss {what} at step {step}; stopped, last good checkpoint "
-                                f"kept at {ckpt_path}")
-            opt.zero_grad(set_to_none=True)
-            total.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            recent = (recent + [loss])[-200:]
-            dt = time.monotonic() - t0
-            state["step"] = step + 1
-            state["clips"] += len(sel)
-            state["train_seconds"] += dt
-            window_clips += len(sel)
-            if state["step"] % cfg.log_every == 0 or state["step"] == cfg.max_steps:
-                rate = window_clips / max(time.monotonic() - window_t, 1e-9)
-                window_t, window_clips = time.monotonic(), 0
-                writer.writerow([state["step"], state["clips"], f"{state['train_seconds']:.1f}",
-                                 f"{loss:.5g}", f"{float(intra.detach()):.5g}",
-                                 f"{float(inter.detach()):.5g}",
-                                 f"{rate:.2f}"])
-                log_file.flush()
-                bar.set_postfix(step=state["step"], loss=f"{loss:.1f}", clips_s=f"{rate:.1f}")
-            bar.update(min(dt, max(budget - bar.n, 0)) if timed else 1)
-            if time.monotonic() - last_ckpt > cfg.checkpoint_minutes * 60:
-                save_ckpt()
-                last_ckpt = time.monotonic()
-    except KeyboardInterrupt:
-        save_ckpt()
-        raise RnemError(f"interrupted at step {state['step']}; run the same command again to "
-                        f"resume (checkpoint {ckpt_path})") from None
-    finally:
-        bar.close()
-        log_file.close()
-    state["stop_reason"] = stop_reason
-    save_ckpt()
-    checkpoint.save(model_path, cfg, model, meta={**meta, **state})
-    return model_path
+    meta = {**(meta or {}), "clip_frames": int(clips.shape[1])}
+    with trainloop.errors_as(RnemError):
+        return trainloop.fit(RnemTask(cfg), loop_config(cfg), torch.from_numpy(clips),
+                             progress=progress, meta=meta)[1]

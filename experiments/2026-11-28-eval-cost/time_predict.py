@@ -19,7 +19,7 @@ import torch
 from benchmark.datasets import read_checked
 from benchmark.evaluate import TEST_FIELDS, predict
 from benchmark.registry import get_method
-from flowcaps.allocator import keep_freed_memory
+from trainloop.allocator import keep_freed_memory
 
 
 def main() -> None:

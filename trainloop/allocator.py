@@ -1,11 +1,9 @@
 """glibc's allocator told to keep freed memory for reuse instead of handing it back to the kernel.
 
 By default glibc serves large blocks with fresh mmap pages and returns freed heap tops, so a
-training step's activations are faulted in anew on every step: in a quick run on a 2-core Intel
-Xeon the kernel's page-fault work took a fifth of the CPU time, and raising both thresholds
-trained 1.2-1.3 times the pairs in runs next to each other (`docs/deviations.md`, "Allocator
-thresholds").
-The arithmetic is untouched; only where freed memory goes changes.
+training step's activations are faulted in anew on every step (the measurement is in
+`docs/deviations.md`, "Allocator thresholds"). The arithmetic is untouched; only where freed
+memory goes changes.
 """
 from __future__ import annotations
 

@@ -28,12 +28,13 @@ def bar_position(step: int, total_steps: int, seconds: float, budget: float) -> 
     return min(run_fraction(step, total_steps, seconds, budget), 1.0) * budget / 60
 
 
-def training_bar(total_steps: int, budget: float, state: dict, disable: bool) -> tqdm:
+def training_bar(total_steps: int, budget: float, state: dict, disable: bool,
+                 desc: str = "train") -> tqdm:
     """The bar, started where `state` (step, train_seconds) is: a resumed run's place."""
     total, unit = bar_total(total_steps, budget)
     return tqdm(total=total, initial=bar_position(state["step"], total_steps,
                                                   state["train_seconds"], budget),
-                disable=disable, desc="flowcaps train", unit=unit,
+                disable=disable, desc=desc, unit=unit,
                 bar_format=None if unit == "step" else
                 "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} min of training "
                 "[{elapsed}<{remaining}{postfix}]")

@@ -9,7 +9,7 @@ import pytest
 # the second allocation: glibc serves a block this large with fresh mmap pages unless told not to.
 PROBE = """
 import resource, sys
-from flowcaps.allocator import keep_freed_memory
+from trainloop.allocator import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -1,0 +1,66 @@
+"""What the loop needs of torch.distributed: joining the process group that torchrun set up,
+numbers the ranks agree on, and a SIGINT that stops every rank at the same step."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+_stop_requested = threading.Event()  # a rank's SIGINT, once defer_interrupts() is in place
+
+
+def setup(device: torch.device) -> tuple[int, int]:
+    """(rank, world size): (0, 1) outside torchrun; under it, the process group joined (gloo on
+    CPU, nccl on CUDA)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def agree(values: list[float], world: int, device: torch.device) -> list[float]:
+    """The mean of each number over the ranks (the numbers themselves without DDP), in one
+    collective; NaN anywhere gives NaN."""
+    if world <= 1:
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)  # nccl needs a CUDA tensor
+    dist.all_reduce(t)
+    return (t / world).tolist()
+
+
+def barrier(world: int) -> None:
+    if world > 1:
+        dist.barrier()
+
+
+def defer_interrupts() -> None:
+    """In a rank: SIGINT sets a flag the loop reads (`stop_requested`) instead of raising.
+
+    The ranks agree on the flag after each step and stop at the same one. A KeyboardInterrupt
+    raised mid-step stopped one rank while another waited in a collective, which then aborted
+    ("terminate called without an active exception") into torchrun's failure report."""
+    if threading.current_thread() is threading.main_thread():  # signal's rule
+        signal.signal(signal.SIGINT, lambda signum, frame: _stop_requested.set())
+
+
+def stop_requested() -> bool:
+    return _stop_requested.is_set()
+
+
+def match_compiled_grad_layout(model: nn.Module) -> None:
+    """Give a 4-D weight whose two memory formats coincide (a 1x1 conv) channels-last strides.
+
+    Its bytes are the same either way, but DDP compares a gradient's strides with the weight's
+    literally, and the compiled backward returns such a gradient with channels-last strides.
+    """
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 4 and p.is_contiguous() and p.is_contiguous(
+                    memory_format=torch.channels_last):
+                p.set_(torch.empty_like(p, memory_format=torch.channels_last).copy_(p))

@@ -1,0 +1,360 @@
+"""One training loop for every method: seeds, batch order, the budget, the learning-rate
+schedule, the loss guard, the CSV log, periodic atomic checkpoints, one resume rule, Ctrl-C, the
+progress bar and DDP.
+
+A method brings a `Task` (its model, optimiser and step, plus optional hooks); the loop owns the
+rest, the way a LightningModule supplies its training step and the Trainer owns the loop.
+
+Letters: N rows of training data (pairs, clips or samples, the task's `unit`), B batch.
+
+Randomness: the initial weights come from `seed`; epoch e visits this rank's rows in a
+permutation drawn from (seed, rank, e) and step s gets a generator seeded from (seed, rank, s),
+so a resumed run repeats exactly what an uninterrupted one does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from trainloop import ddp
+from trainloop.checkpoint import meta_of, progress_of, read_blob, write_blob
+from trainloop.device import resolve_device, setup_cpu
+from trainloop.errors import LoopError, TrainingInterrupted
+from trainloop.log import Log
+from trainloop.progress import bar_position, run_fraction, training_bar
+
+CKPT_NAME = "checkpoint.pt"  # the run's resumable state
+MODEL_NAME = "model.pt"  # the exported model: what a training returns
+LOG_NAME = "log.csv"
+# Config fields a resumed run may change, at any depth of a method's config: where it runs, how
+# it reports, where its folder lies, and its budget (a run may be given more time or steps).
+RESUMABLE = frozenset({"out", "device", "threads", "cpu_ranks", "log_every", "checkpoint_minutes",
+                       "max_minutes", "epochs", "steps", "max_steps"})
+Losses = tuple[torch.Tensor, dict[str, torch.Tensor]]  # the total, and the terms the log names
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """What the loop needs of a method's config; each method builds it from its own."""
+
+    out: str  # the run folder
+    seed: int
+    batch_size: int  # per rank
+    steps: int | None = None  # step budget; None: `epochs` passes over the data
+    epochs: int | None = None
+    max_minutes: float | None = None  # budget of training seconds / 60; None: none
+    device: str = "auto"
+    threads: int = 0  # CPU threads; 0: the cores shared among the ranks
+    grad_clip: float | None = None  # max gradient norm; None: none
+    explode_factor: float | None = 50.0  # stop when the loss exceeds this times its recent median
+    log_every: int = 20
+    checkpoint_minutes: float = 2.0
+
+    def validate(self) -> None:
+        if self.steps is None and self.epochs is None and not self.max_minutes:
+            raise LoopError("a run needs a budget: steps, epochs or minutes")
+        if self.batch_size < 1 or self.log_every < 1:
+            raise LoopError("batch_size and log_every must be >= 1")
+
+
+@dataclass(frozen=True)
+class StepContext:
+    step: int
+    epoch: int
+    fraction: float  # how far the run is: the larger of its step and time fractions
+    rank: int
+    world: int
+    rows: int  # how many rows of data this rank has
+    device: torch.device
+    state: dict[str, Any]  # the run's progress (saved in checkpoints); a task may add keys
+
+
+class Task:
+    """A method's part of a training run. A subclass defines `build` (its model) and `step`
+    (its losses); the optimiser (Adam at `lr`), the checkpoint file and every hook have
+    defaults."""
+
+    name = "train"  # the progress bar's label
+    unit = "pairs"  # what one row of the data is; the log's and the progress' count
+    extra_fields: tuple[str, ...] = ()  # the task's own log columns (`log_values`)
+
+    lr = 1e-3  # the default optimiser's learning rate
+    config: Any = None  # the method's config (a dataclass): what checkpoints store
+
+    # --- what every method defines ---
+    def build(self, device: torch.device) -> nn.Module:
+        """The model, on `device`; the loop has seeded torch's RNG with the run's seed."""
+        raise NotImplementedError
+
+    def step(self, loss_fn: nn.Module, rows: tuple[torch.Tensor, ...], gen: torch.Generator,
+             ctx: StepContext) -> Losses:
+        """The losses of one batch: the total and its named terms (the log's columns, in the
+        order of the first step's dict). `rows` are the data's tensors at the batch's rows, and
+        `loss_fn` is `loss_module`'s module (wrapped for DDP when there are ranks)."""
+        raise NotImplementedError
+
+    # --- checkpoints: a method's own module (`store`), or the loop's file format ---
+    store: Any = None  # a module with save(path, config, model, **kw), read(path), config_of(blob)
+
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=self.lr)
+
+    def save(self, path: Path, model: nn.Module, **kw: Any) -> Path:
+        """kw: optimizer, progress, meta."""
+        if self.store is not None:
+            return self.store.save(path, self.config, model, **kw)
+        config = json.dumps(dataclasses.asdict(self.config) if self.config is not None else {})
+        return write_blob(path, f"{self.name}-checkpoint-v1", config, model, **kw)
+
+    def read(self, path: Path) -> dict[str, Any]:
+        """A checkpoint's raw dict; the method's one-line error for a bad file."""
+        if self.store is not None:
+            return self.store.read(path)
+        return read_blob(path, f"{self.name}-checkpoint-v1", f"a {self.name}", LoopError)
+
+    def load_weights(self, model: nn.Module, blob: dict[str, Any], path: Path) -> None:
+        # a model's own loader (one that accepts the keys of older checkpoints) where it has one
+        getattr(model, "load_weights", model.load_state_dict)(blob["model"])
+
+    def config_dict(self, blob: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The run's config as a (nested) dict, or, given a checkpoint, the config it holds:
+        the resume rule compares the two."""
+        if blob is None:
+            return dataclasses.asdict(self.config) if self.config is not None else {}
+        if self.store is not None:
+            return dataclasses.asdict(self.store.config_of(blob))
+        return json.loads(blob["config"])
+
+    # --- hooks ---
+    def loss_module(self, model: nn.Module, world: int) -> nn.Module:
+        """The module whose forward the step calls: what DDP wraps and what a method may
+        compile. Default: the model itself."""
+        return model
+
+    def start(self, model: nn.Module, saved_meta: dict[str, Any] | None) -> dict[str, Any]:
+        """Called once the model exists (and, on a resume, holds the checkpoint's weights;
+        `saved_meta` is then the checkpoint's meta, else None): meta to record."""
+        return {}
+
+    def lr_factor(self, step: int, fraction: float) -> float | None:
+        """The schedule: each group's learning rate is its initial one times this; None leaves
+        the optimiser's rates alone."""
+        return None
+
+    def select(self, sel: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        """The batch's rows of this rank's data (default: the epoch's permutation, in order)."""
+        return sel
+
+    def before_step(self, model: nn.Module, ctx: StepContext) -> bool:
+        """Called before each step; True when a new phase begins (the loss guard's history is
+        cleared and a checkpoint is written)."""
+        return False
+
+    def log_values(self, model: nn.Module) -> dict[str, Any]:
+        """Values for `extra_fields` in the current log row."""
+        return {}
+
+    def finish(self, model: nn.Module, state: dict[str, Any]) -> dict[str, Any]:
+        """Called after the last step: meta for the exported model (a summary of what it
+        learned)."""
+        return {}
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def config_difference(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The fields (dotted) in which two configs differ, leaving out those a resume may change."""
+    a, b = _flat(json.loads(json.dumps(saved))), _flat(json.loads(json.dumps(current)))
+    return sorted(k for k in a.keys() | b.keys()
+                  if k.rsplit(".", 1)[-1] not in RESUMABLE and a.get(k) != b.get(k))
+
+
+def check_resume(task: Task, path: Path, current: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run checkpoint at `path`, read, if the run may resume from it (see RESUMABLE); a
+    LoopError naming the fields otherwise. `current`: the config to compare (the task's own
+    by default)."""
+    blob = task.read(path)
+    diff = config_difference(task.config_dict(blob), current or task.config_dict())
+    if diff:
+        raise LoopError(f"{path} was made with a different config (fields {diff}); use a new "
+                        f"output folder or the same settings")
+    if "progress" not in blob:
+        raise LoopError(f"{path} holds no training progress; use a new output folder")
+    return blob
+
+
+def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor], *,
+        progress: bool = True, meta: dict[str, Any] | None = None,
+        rank_part: bool = False) -> tuple[nn.Module, Path]:
+    """Train `task` on `data` (one tensor or several, N rows each); resumes from
+    `out/checkpoint.pt`. Returns this rank's trained model and `out/model.pt`.
+
+    Under DDP (torchrun's WORLD_SIZE > 1) each rank trains on an equal contiguous part of the
+    rows, unless `rank_part` says `data` already is this rank's part.
+    """
+    cfg.validate()
+    device = resolve_device(cfg.device)
+    rank, world = ddp.setup(device)
+    if world > 1:
+        ddp.defer_interrupts()
+    if device.type == "cpu":
+        setup_cpu(cfg.threads, world)
+    tensors = tuple(data) if isinstance(data, (tuple, list)) else (data,)
+    local = len(tensors[0]) if rank_part else len(tensors[0]) // world
+    if local < cfg.batch_size:
+        raise LoopError(f"{local} {task.unit} on each of {world} rank(s) is fewer than one batch "
+                        f"of {cfg.batch_size}")
+    if not rank_part:
+        tensors = tuple(t[rank * local:(rank + 1) * local] for t in tensors)
+    if device.type == "cuda" and sum(t.nbytes for t in tensors) < torch.cuda.mem_get_info(device)[0] // 4:
+        tensors = tuple(t.to(device) for t in tensors)  # on the GPU: no host copy per step
+    steps_per_epoch = local // cfg.batch_size
+    total_steps = (cfg.steps if cfg.steps is not None else
+                   steps_per_epoch * cfg.epochs if cfg.epochs is not None else math.inf)
+    out = Path(cfg.out)
+    ckpt_path, model_path = out / CKPT_NAME, out / MODEL_NAME
+
+    torch.manual_seed(cfg.seed)  # the initial weights: identical on every rank
+    model = task.build(device)
+    opt = task.optimizer(model)
+    base_lrs = [g["lr"] for g in opt.param_groups]  # before a resume restores scaled ones
+    unit = task.unit
+    state: dict[str, Any] = {"step": 0, "train_seconds": 0.0, unit: 0}
+    saved_meta = None
+    if ckpt_path.exists():
+        blob = check_resume(task, ckpt_path)
+        task.load_weights(model, blob, ckpt_path)
+        if "optimizer" in blob:
+            opt.load_state_dict(blob["optimizer"])
+        state.update(progress_of(blob))
+        saved_meta = meta_of(blob)
+    meta = {**(meta or {}), **task.start(model, saved_meta), f"{unit}_total": local * world,
+            "world_size": world}
+    loss_fn = task.loss_module(model, world)
+    if world > 1:
+        loss_fn = nn.parallel.DistributedDataParallel(loss_fn)
+
+    def save_ckpt() -> None:
+        if rank == 0:
+            task.save(ckpt_path, model, optimizer=opt, progress=state, meta=meta)
+
+    budget = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
+    log: Log | None = None  # opened at the first row, whose terms name its columns
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+    bar = training_bar(total_steps, budget, state, disable=not progress or rank != 0,
+                       desc=f"{task.name} train")
+    recent: list[float] = []
+    buffers: list[torch.Tensor] = []
+    last_ckpt = time.monotonic()
+    window_t, window_rows = time.monotonic(), 0
+    stop_reason = "epochs" if cfg.steps is None and cfg.epochs is not None else "steps"
+    perm, perm_epoch = torch.empty(0, dtype=torch.long), -1
+    try:
+        while state["step"] < total_steps:
+            if state["train_seconds"] >= budget:
+                stop_reason = "time budget"
+                break
+            # Batch norm updates its statistics in the forward pass: an interrupted step puts
+            # them back, so a resumed run repeats that step exactly.
+            buffers = [b.clone() for b in model.buffers()]
+            step = state["step"]
+            epoch = step // steps_per_epoch
+            frac = run_fraction(step, total_steps, state["train_seconds"], budget)
+            ctx = StepContext(step, epoch, frac, rank, world, local, device, state)
+            if task.before_step(model, ctx):
+                recent = []  # the loss changes with the phase
+                save_ckpt()
+            if perm_epoch != epoch:  # one permutation per (seed, rank, epoch)
+                perm = torch.randperm(local, generator=torch.Generator().manual_seed(
+                    cfg.seed * 100003 + rank * 7919 + epoch))
+                perm_epoch = epoch
+            pos = step % steps_per_epoch
+            sel = task.select(perm[pos * cfg.batch_size:(pos + 1) * cfg.batch_size], ctx)
+            # On a GPU the step's random draws happen there.
+            gen = torch.Generator(device=device).manual_seed(cfg.seed * 1000003 + rank * 10007 + step)
+            t0 = time.monotonic()
+            factor = task.lr_factor(step, frac)
+            if factor is not None:
+                for group, lr0 in zip(opt.param_groups, base_lrs):
+                    group["lr"] = lr0 * factor
+            total, terms = task.step(loss_fn, tuple(t[sel] for t in tensors), gen, ctx)
+            loss = ddp.agree([float(total.detach())], world, device)[0]  # every rank alike
+            median = statistics.median(recent) if len(recent) >= 20 else math.inf
+            exploded = cfg.explode_factor is not None and loss > cfg.explode_factor * median
+            if not math.isfinite(loss) or exploded:
+                what = "not finite" if not math.isfinite(loss) else f"exploded ({loss:.3g})"
+                kept = (f"last good checkpoint kept at {ckpt_path}" if ckpt_path.exists()
+                        else "no checkpoint was written yet")
+                raise LoopError(f"loss {what} at step {step}; stopped, {kept}")
+            opt.zero_grad(set_to_none=True)
+            total.backward()
+            if cfg.grad_clip:
+                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            recent = (recent + [loss])[-200:]
+            state["step"] = step + 1
+            state[unit] += len(sel) * world
+            # The ranks' clocks differ (rank 0 also logs), so they add the mean step time and
+            # stop at the same step; a rank left alone in a collective would hang.
+            seconds, stopping = ddp.agree([time.monotonic() - t0, float(ddp.stop_requested())],
+                                          world, device)
+            state["train_seconds"] += seconds
+            window_rows += len(sel) * world
+            if rank == 0 and (state["step"] % cfg.log_every == 0 or state["step"] == total_steps):
+                if log is None:
+                    log = Log(out / LOG_NAME, ("step", "epoch", unit, "seconds", "lr", "loss",
+                                               *terms, *task.extra_fields, f"{unit}_per_s"))
+                rate = window_rows / max(time.monotonic() - window_t, 1e-9)
+                window_t, window_rows = time.monotonic(), 0
+                lr = opt.param_groups[0]["lr"]
+                log.row({"step": state["step"], "epoch": epoch, unit: state[unit],
+                         "seconds": f"{state['train_seconds']:.1f}", "lr": f"{lr:.3g}",
+                         "loss": f"{loss:.6g}",
+                         **{n: f"{float(v.detach()):.6g}" for n, v in terms.items()},
+                         **task.log_values(model), f"{unit}_per_s": f"{rate:.1f}"})
+                bar.set_postfix({"step": state["step"], "loss": f"{loss:.4g}",
+                                 f"{unit}/s": f"{rate:.0f}"})
+            bar.update(bar_position(state["step"], total_steps, state["train_seconds"], budget)
+                       - bar.n)
+            if time.monotonic() - last_ckpt > cfg.checkpoint_minutes * 60:
+                save_ckpt()
+                last_ckpt = time.monotonic()
+            if stopping:  # a rank's SIGINT, seen by all of them at this step
+                save_ckpt()
+                ddp.barrier(world)  # the checkpoint is on disk before any rank reports
+                raise TrainingInterrupted(ckpt_path, state["step"])
+    except KeyboardInterrupt:
+        with torch.no_grad():
+            for buf, old in zip(model.buffers(), buffers):
+                buf.copy_(old)
+        save_ckpt()
+        raise TrainingInterrupted(ckpt_path, state["step"]) from None
+    finally:
+        bar.close()
+        if log is not None:
+            log.close()
+    summary = task.finish(model, state)
+    state["stop_reason"] = stop_reason
+    save_ckpt()
+    if rank == 0:
+        task.save(model_path, model, meta={**meta, **state, **summary})
+    ddp.barrier(world)
+    return model, model_path
