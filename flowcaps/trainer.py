@@ -52,15 +52,14 @@ def resolve_device(name: str) -> torch.device:
 
 def _split_shards(root: Path, split: str) -> tuple[dict, list]:
     """A dataset's manifest and its split's (shard path, count) list, or a one-line error."""
-    from geogen import shards
+    from geogen.dataset import open_split
+    from geogen.errors import GeogenError
 
-    if not (root / "manifest.json").is_file():
-        raise FlowcapsError(f"{root} is not a geogen dataset (no manifest.json)")
     try:
-        manifest = shards.read_manifest(root)
-        return manifest, shards.shard_paths(root, manifest, split)
-    except Exception as err:  # a geogen error: one line for the user
+        part = open_split(root, split)
+    except GeogenError as err:
         raise FlowcapsError(f"cannot read {split} split of {root}: {err}") from None
+    return part.manifest, list(part.shards)
 
 
 def _check_size(size: int, cfg: TrainConfig) -> None:
@@ -99,30 +98,17 @@ def load_pairs(root: str | Path, split: str = "train", limit: int | None = None,
     the same number of steps) and reads only its rows of the shards. A clip of T > 2 frames
     gives T - 1 pairs.
     """
-    from geogen import shards  # geogen is only needed when reading a dataset
+    from geogen.dataset import open_split, pairs  # geogen is only needed when reading a dataset
+    from geogen.errors import GeogenError
 
     root = Path(root)
-    _, parts = _split_shards(root, split)
     try:
-        total = sum(c for _, c in parts) if limit is None else min(limit, sum(c for _, c in parts))
-        share = total // world
-        lo, hi = rank * share, (rank + 1) * share
-        chunks, start = [], 0
-        for path, count in parts:  # only the shards overlapping [lo, hi) are opened
-            a, b = max(lo, start), min(hi, start + count)
-            if a < b:
-                with shards.open_shard(path) as f:
-                    chunks.append(np.asarray(f["frames"][a - start:b - start]))
-            start += count
-    except Exception as err:  # a geogen error or a broken shard: one line for the user
+        clips = open_split(root, split).read(("frames",), limit, rank=rank, world=world)
+        if not len(clips["frames"]):
+            raise FlowcapsError(f"{root} has no {split} clips for rank {rank} of {world}")
+        return pairs(clips["frames"])  # (N, T, H, W, 3) -> (N * (T - 1), 2, H, W, 3)
+    except GeogenError as err:  # a bad folder, request or shard: one line for the user
         raise FlowcapsError(f"cannot read {split} split of {root}: {err}") from None
-    if not chunks:
-        raise FlowcapsError(f"{root} has no {split} clips for rank {rank} of {world}")
-    frames = np.concatenate(chunks)  # (N, T, H, W, 3)
-    n, t = frames.shape[:2]
-    if t < 2:
-        raise FlowcapsError(f"{root} has clips of {t} frame; pairs need 2")
-    return np.stack([frames[:, :-1], frames[:, 1:]], 2).reshape(n * (t - 1), 2, *frames.shape[2:])
 
 
 def to_images(batch: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

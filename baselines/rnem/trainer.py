@@ -31,39 +31,31 @@ def load_clips(root: str | Path, cfg: TrainConfig, split: str = "train") -> np.n
     """The first `max_clips` clips of a geogen split, cut to `clip_frames` frames and brought
     to the model's work side: uint8 (N, T, C, H, W). Read shard by shard in chunks, so the
     full-size frames are never all in memory at once."""
-    from geogen import shards
+    from geogen.dataset import open_split
+    from geogen.errors import GeogenError
     root = Path(root)
     try:
-        manifest = shards.read_manifest(root)
-        parts = shards.shard_paths(root, manifest, split)
-    except Exception as err:  # a geogen error: one line for the user
+        part = open_split(root, split)
+    except GeogenError as err:  # a geogen error: one line for the user
         raise RnemError(f"cannot read the {split} split of {root}: {err}") from None
-    size, frames = int(manifest.get("size", -1)), int(manifest.get("frames", 2))
-    if size != cfg.model.image_size:
-        raise RnemError(f"{root} holds {size} px images but model.image_size is "
+    if part.size != cfg.model.image_size:
+        raise RnemError(f"{root} holds {part.size} px images but model.image_size is "
                         f"{cfg.model.image_size}")
-    total = sum(c for _, c in parts)
-    n = total if cfg.max_clips is None else min(total, cfg.max_clips)
+    n = part.count if cfg.max_clips is None else min(part.count, cfg.max_clips)
     if n == 0:
         raise RnemError(f"{root} has no {split} clips")
-    t, side = min(frames, cfg.clip_frames), cfg.model.work_size
+    t, side = min(part.frames, cfg.clip_frames), cfg.model.work_size
     f = cfg.model.image_size // side
-    out = np.empty((n, t, 3, side, side), np.uint8)
-    done = 0
     try:
-        for path, count in parts:
-            with shards.open_shard(path) as h5:
-                for i in range(0, min(count, n - done), 1024):
-                    j = min(i + 1024, count, n - done)
-                    x = torch.from_numpy(np.asarray(h5["frames"][i:j, :t]))  # (n, T, H, W, C)
-                    x = x.permute(0, 1, 4, 2, 3).float()  # (n, T, C, H, W)
-                    if f > 1:
-                        x = F.avg_pool2d(x.flatten(0, 1), f).view(*x.shape[:3], side, side)
-                    out[done + i:done + j] = x.round().clamp(0, 255).to(torch.uint8).numpy()
-            done += min(count, n - done)
-            if done >= n:
-                break
-    except (OSError, KeyError) as err:
+        pieces = part.chunks(("frames",), n, t={"frames": slice(0, t)}, chunk=1024)  # checks n
+        out = np.empty((n, t, 3, side, side), np.uint8)
+        for at, piece in pieces:
+            x = torch.from_numpy(piece["frames"])  # (n, T, H, W, C)
+            x = x.permute(0, 1, 4, 2, 3).float()  # (n, T, C, H, W)
+            if f > 1:
+                x = F.avg_pool2d(x.flatten(0, 1), f).view(*x.shape[:3], side, side)
+            out[at:at + len(x)] = x.round().clamp(0, 255).to(torch.uint8).numpy()
+    except GeogenError as err:
         raise RnemError(f"cannot read the {split} split of {root}: {err}") from None
     return out
 
