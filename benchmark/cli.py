@@ -139,21 +139,29 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
               show_default=True)
 @click.option("--results", type=click.Path(path_type=Path), multiple=True,
               help=f"record trees to read, later ones shadowing earlier ones' runs "
-                   f"(default: {COMMITTED} then {LOCAL})")
+                   f"(default: {COMMITTED} then {LOCAL}; with --readme {COMMITTED} alone)")
 @_profile_option(default=None, help_extra=". Default: each cell shows the highest-ranked "
                                           "profile that has records")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="write to this file instead of standard output")
+@click.option("--readme", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              default=None, help="write the markdown tables between the tables:begin and "
+                                 "tables:end markers of this file (README.md)")
 @_friendly
-def table_cmd(fmt, results, profile, output):
+def table_cmd(fmt, results, profile, output, readme):
     """Print Tables 1-3 from the records: our mean +- std beside the paper's numbers."""
-    from benchmark.records import load_records, write_text_atomic
-    from benchmark.tables import RENDERERS, build_tables
-    records, problems = load_records(list(results) or [COMMITTED, LOCAL])
-    for p in problems:
-        click.echo(f"skipped: {p}", err=True)
-    text = RENDERERS[fmt](build_tables(records, profile=profile))
-    if output:
+    from benchmark.readme import tables_text, with_block
+    from benchmark.records import write_text_atomic
+    if readme is not None and (output is not None or fmt != "md"):
+        raise BenchmarkError("--readme writes markdown into that file: drop --output and "
+                             "--format")
+    default = [COMMITTED] if readme is not None else [COMMITTED, LOCAL]
+    text = tables_text(list(results) or default, fmt, profile,
+                       warn=lambda line: click.echo(line, err=True))
+    if readme is not None:
+        write_text_atomic(readme, with_block(readme.read_text(), text, where=str(readme)))
+        click.echo(f"wrote the tables into {readme}", err=True)
+    elif output:
         write_text_atomic(output, text)
         click.echo(f"wrote {output}", err=True)
     else:
