@@ -14,6 +14,8 @@ import click
 
 from benchmark import profiles
 from benchmark.errors import BenchmarkError
+# A tool of one method lives beside its adapter, not in the core: FlowCapsules' probes.
+from benchmark.methods import flowcaps_diagnose
 from benchmark.records import COMMITTED, LOCAL
 from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
@@ -206,32 +208,6 @@ def publish_cmd(record, dest, force):
                f"{out['record']} now names it")
 
 
-@main.command("diagnose")
-@click.argument("checkpoint", type=click.Path(path_type=Path))
-@click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="dataset folder (default data/geo-quick)")
-@click.option("--pairs", type=click.IntRange(1), default=200, show_default=True,
-              help="first N test pairs (frame 0)")
-@click.option("--probe", type=click.Choice(["dupes", "owners", "oracle", "all"]), default="all",
-              show_default=True)
-@click.option("--oracle-steps", type=click.IntRange(1), default=300, hidden=True)
-@_friendly
-def diagnose_cmd(checkpoint, data, pairs, probe, oracle_steps):
-    """Probe a FlowCapsules checkpoint: duplicate capsules, who shows each class, a pose oracle."""
-    from benchmark.diagnose import PROBES, diagnose, read_pairs, report
-    from benchmark.registry import get_method
-    from benchmark.runner import default_data_root
-    data = data or default_data_root("geo", "quick")
-    loaded = get_method("flowcaps").load(checkpoint)
-    test = read_pairs(data, pairs)
-    if test.images.shape[-1] != loaded.image_size:
-        raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px but {data} holds "
-                             f"{test.images.shape[-1]} px")
-    click.echo(f"{checkpoint}: first {len(test.images)} test pairs of {data}")
-    probes = PROBES if probe == "all" else (probe,)
-    click.echo(report(diagnose(loaded.model, test, probes, oracle_steps=oracle_steps)))
-
-
 @main.command("list")
 def list_cmd():
     """Methods (with their time budget per profile), datasets and profiles."""
@@ -248,6 +224,15 @@ def list_cmd():
         p = profiles.PROFILES[name]
         click.echo(f"  {name:8s} {p.train} train / {p.val} val / {p.test} test pairs at "
                    f"{p.size} px; {p.summary}")
+
+
+def _add_method_command(cmd: click.Command) -> None:
+    """Add a command that one method's adapter module defines, with flowbench's one-line errors."""
+    cmd.callback = _friendly(cmd.callback)
+    main.add_command(cmd)
+
+
+_add_method_command(flowcaps_diagnose.command)
 
 
 if __name__ == "__main__":  # pragma: no cover
