@@ -14,6 +14,8 @@ import click
 
 from benchmark import profiles
 from benchmark.errors import BenchmarkError
+# A tool of one method lives beside its adapter, not in the core: FlowCapsules' probes.
+from benchmark.methods import flowcaps_diagnose
 from benchmark.records import COMMITTED, LOCAL
 from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
@@ -139,21 +141,29 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
               show_default=True)
 @click.option("--results", type=click.Path(path_type=Path), multiple=True,
               help=f"record trees to read, later ones shadowing earlier ones' runs "
-                   f"(default: {COMMITTED} then {LOCAL})")
+                   f"(default: {COMMITTED} then {LOCAL}; with --readme {COMMITTED} alone)")
 @_profile_option(default=None, help_extra=". Default: each cell shows the highest-ranked "
                                           "profile that has records")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="write to this file instead of standard output")
+@click.option("--readme", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              default=None, help="write the markdown tables between the tables:begin and "
+                                 "tables:end markers of this file (README.md)")
 @_friendly
-def table_cmd(fmt, results, profile, output):
+def table_cmd(fmt, results, profile, output, readme):
     """Print Tables 1-3 from the records: our mean +- std beside the paper's numbers."""
-    from benchmark.records import load_records, write_text_atomic
-    from benchmark.tables import RENDERERS, build_tables
-    records, problems = load_records(list(results) or [COMMITTED, LOCAL])
-    for p in problems:
-        click.echo(f"skipped: {p}", err=True)
-    text = RENDERERS[fmt](build_tables(records, profile=profile))
-    if output:
+    from benchmark.readme import tables_text, with_block
+    from benchmark.records import write_text_atomic
+    if readme is not None and (output is not None or fmt != "md"):
+        raise BenchmarkError("--readme writes markdown into that file: drop --output and "
+                             "--format")
+    default = [COMMITTED] if readme is not None else [COMMITTED, LOCAL]
+    text = tables_text(list(results) or default, fmt, profile,
+                       warn=lambda line: click.echo(line, err=True))
+    if readme is not None:
+        write_text_atomic(readme, with_block(readme.read_text(), text, where=str(readme)))
+        click.echo(f"wrote the tables into {readme}", err=True)
+    elif output:
         write_text_atomic(output, text)
         click.echo(f"wrote {output}", err=True)
     else:
@@ -198,32 +208,6 @@ def publish_cmd(record, dest, force):
                f"{out['record']} now names it")
 
 
-@main.command("diagnose")
-@click.argument("checkpoint", type=click.Path(path_type=Path))
-@click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="dataset folder (default data/geo-quick)")
-@click.option("--pairs", type=click.IntRange(1), default=200, show_default=True,
-              help="first N test pairs (frame 0)")
-@click.option("--probe", type=click.Choice(["dupes", "owners", "oracle", "all"]), default="all",
-              show_default=True)
-@click.option("--oracle-steps", type=click.IntRange(1), default=300, hidden=True)
-@_friendly
-def diagnose_cmd(checkpoint, data, pairs, probe, oracle_steps):
-    """Probe a FlowCapsules checkpoint: duplicate capsules, who shows each class, a pose oracle."""
-    from benchmark.diagnose import PROBES, diagnose, read_pairs, report
-    from benchmark.registry import get_method
-    from benchmark.runner import default_data_root
-    data = data or default_data_root("geo", "quick")
-    loaded = get_method("flowcaps").load(checkpoint)
-    test = read_pairs(data, pairs)
-    if test.images.shape[-1] != loaded.image_size:
-        raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px but {data} holds "
-                             f"{test.images.shape[-1]} px")
-    click.echo(f"{checkpoint}: first {len(test.images)} test pairs of {data}")
-    probes = PROBES if probe == "all" else (probe,)
-    click.echo(report(diagnose(loaded.model, test, probes, oracle_steps=oracle_steps)))
-
-
 @main.command("list")
 def list_cmd():
     """Methods (with their time budget per profile), datasets and profiles."""
@@ -240,6 +224,15 @@ def list_cmd():
         p = profiles.PROFILES[name]
         click.echo(f"  {name:8s} {p.train} train / {p.val} val / {p.test} test pairs at "
                    f"{p.size} px; {p.summary}")
+
+
+def _add_method_command(cmd: click.Command) -> None:
+    """Add a command that one method's adapter module defines, with flowbench's one-line errors."""
+    cmd.callback = _friendly(cmd.callback)
+    main.add_command(cmd)
+
+
+_add_method_command(flowcaps_diagnose.command)
 
 
 if __name__ == "__main__":  # pragma: no cover

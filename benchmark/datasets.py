@@ -14,6 +14,8 @@ A folder the user names is never made unless they ask (`--make-data`).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -79,40 +81,70 @@ def ensure(cfg, root: Path, *, may_make: bool, own_folder: bool, progress: bool 
     benchmark names itself (`own_folder`) must also match cfg's counts and have been made with
     the generator's current settings (supersample), so an old default folder is not scored as
     if it were the current data; a folder the user names is taken as it is.
+    A missing folder is made under a lock (`making_lock`), so processes that need the same
+    folder at once make it once: the others wait, then find it whole.
     """
     from geogen.errors import GeogenError
     from geogen.make import make_dataset
-    if (root / "manifest.json").is_file():
-        manifest = read_manifest_checked(root)
-        have = (manifest.get("variant"), int(manifest.get("size", -1)))
-        if have != (cfg.variant, cfg.size):
-            raise BenchmarkError(f"{root} holds {have[0]} at {have[1]} px, but {cfg.variant} at "
-                                 f"{cfg.size} px is needed; pass another --data folder")
-        if int(manifest.get("frames", 2)) < cfg.frames:
-            raise BenchmarkError(f"{root} holds clips of {manifest.get('frames')} frames; "
-                                 f"{cfg.frames} are needed")
-        ss = data_supersample(manifest)
-        if own_folder and ss is not None:  # None: imported data, taken as it is
-            if ss != cfg.supersample:
-                raise BenchmarkError(f"{root} was made with --supersample {ss}, the generator "
-                                     f"now uses {cfg.supersample}; move that folder away (or "
-                                     f"pass it with --data)")
-            counts = {k: int(v) for k, v in manifest.get("counts", {}).items()}
-            if counts != cfg.counts():
-                raise BenchmarkError(f"{root} holds {counts} pairs, this profile makes "
-                                     f"{cfg.counts()}; move that folder away (or pass it with "
-                                     f"--data)")
-        return root
+    if (root / "manifest.json").is_file():  # written last, by a rename: the folder is whole
+        return _checked(cfg, root, own_folder)
     if not may_make:
         what = "is not a dataset (no manifest.json)" if root.exists() else "does not exist"
         raise BenchmarkError(f"data folder {root} {what}; pass --make-data to make the "
                              f"profile's data there")
-    echo(f"making {cfg.variant} in {root}: {cfg.counts()} pairs at {cfg.size} px "
-         f"(resumes if interrupted)")
+    with making_lock(root, echo):
+        if (root / "manifest.json").is_file():  # another process made it while this one waited
+            return _checked(cfg, root, own_folder)
+        echo(f"making {cfg.variant} in {root}: {cfg.counts()} pairs at {cfg.size} px "
+             f"(resumes if interrupted)")
+        try:
+            return Path(make_dataset(cfg, resume=True, progress=progress))
+        except GeogenError as err:
+            raise BenchmarkError(f"making {cfg.variant} in {root}: {err}") from None
+
+
+@contextmanager
+def making_lock(root: Path, echo=print) -> Iterator[None]:
+    """Hold an exclusive lock on `.<name>.lock` beside the folder while it is made. geogen's
+    resume would otherwise let a second maker delete the first one's unfinished shards. The
+    lock goes with the process (flock), so a killed maker leaves nothing held."""
+    import fcntl
+    root = Path(root)
     try:
-        return Path(make_dataset(cfg, resume=True, progress=progress))
-    except GeogenError as err:
-        raise BenchmarkError(f"making {cfg.variant} in {root}: {err}") from None
+        root.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(root.parent / f".{root.name}.lock", "a")
+    except OSError as err:
+        raise BenchmarkError(f"cannot make {root}: {err.strerror or err}") from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            echo(f"waiting for another process making {root}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
+
+
+def _checked(cfg, root: Path, own_folder: bool) -> Path:
+    manifest = read_manifest_checked(root)
+    have = (manifest.get("variant"), int(manifest.get("size", -1)))
+    if have != (cfg.variant, cfg.size):
+        raise BenchmarkError(f"{root} holds {have[0]} at {have[1]} px, but {cfg.variant} at "
+                             f"{cfg.size} px is needed; pass another --data folder")
+    if int(manifest.get("frames", 2)) < cfg.frames:
+        raise BenchmarkError(f"{root} holds clips of {manifest.get('frames')} frames; "
+                             f"{cfg.frames} are needed")
+    ss = data_supersample(manifest)
+    if own_folder and ss is not None:  # None: imported data, taken as it is
+        if ss != cfg.supersample:
+            raise BenchmarkError(f"{root} was made with --supersample {ss}, the generator "
+                                 f"now uses {cfg.supersample}; move that folder away (or "
+                                 f"pass it with --data)")
+        counts = {k: int(v) for k, v in manifest.get("counts", {}).items()}
+        if counts != cfg.counts():
+            raise BenchmarkError(f"{root} holds {counts} pairs, this profile makes "
+                                 f"{cfg.counts()}; move that folder away (or pass it with "
+                                 f"--data)")
+    return root
 
 
 def show_data(dataset: str, size: int, pairs: int, supersample: int | None,

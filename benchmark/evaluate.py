@@ -19,9 +19,7 @@ from benchmark.errors import BenchmarkError
 from benchmark.metrics import AriScore, FlowScore, SegmentationScore
 from benchmark.registry import LoadedModel, Method, Prediction
 
-# 25: with the allocator's thresholds raised (flowcaps.allocator), a float32 batch's decoder
-# activations stay under its 1 GiB and are reused; at 50 they were mapped afresh (2x slower).
-EVAL_BATCH = 25
+EVAL_BATCH = 25  # a batch's activations stay small enough to be reused (docs/benchmark.md)
 TEST_FIELDS = ("frames", "amodal", "visible", "flow", "present", "label")
 
 

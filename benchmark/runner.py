@@ -89,6 +89,14 @@ class Plan:
     # dataset; empty when a checkpoint is evaluated.
     extra_data: tuple[tuple[str, Folder], ...] = ()
 
+    def folders(self) -> tuple[Folder, ...]:
+        """Every data folder the run reads, each once: test, training, other datasets'."""
+        out: list[Folder] = []
+        for f in (self.eval_data, self.train_data, *(f for _, f in self.extra_data)):
+            if f is not None and f not in out:
+                out.append(f)
+        return tuple(out)
+
     def budget_line(self) -> str:
         r = self.req
         if r.checkpoint is not None:
@@ -301,18 +309,28 @@ def ablation_requests(base: RunRequest) -> list[RunRequest]:
 
 def execute_all(plans: list[Plan], jobs: int, echo=print) -> list[Path]:
     """Execute the plans, `jobs` at a time in processes of their own (one accelerator shared by
-    several small runs); jobs 1 runs them here one after the other. The data is made first,
-    once, so no two processes write one folder."""
+    several small runs); jobs 1 runs them here one after the other. With jobs > 1 every folder
+    a plan reads is made first, here, so no two processes make one folder (and should one be
+    missing still, `datasets.ensure` makes it under a lock)."""
     if jobs <= 1:
         written = []
         for p in plans:
             echo(f"== ablation {p.req.variant.tag() or 'default'}")
             written += execute(p, echo=echo)
         return written
+    prepare_data(plans, echo)
+    return _run_parallel(plans, jobs, echo)
+
+
+def prepare_data(plans: list[Plan], echo=print) -> list[Path]:
+    """Make (or check) every data folder the plans read, each once, in plan order."""
+    seen: list[Folder] = []
     for p in plans:
-        p.eval_data.ensure(False, echo)
-        if p.train_data is not None:
-            p.train_data.ensure(False, echo)
+        seen += [f for f in p.folders() if f not in seen]
+    return [f.ensure(False, echo) for f in seen]
+
+
+def _run_parallel(plans: list[Plan], jobs: int, echo) -> list[Path]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     # spawn: a CUDA context does not survive fork, and each run starts from a clean interpreter.

@@ -68,7 +68,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"
     threads: int | None = None  # CPU threads (None: torch's default)
-    batch_size: int = 16  # PSD's demo: 32; more, smaller steps learn faster per pair on a CPU
+    batch_size: int = 16  # PSD's demo: 32; smaller steps learn more per pair (docs/baselines/psd.md)
     lr: float = 2e-3
     structure_lr: float = 0.05  # the structure logits start at -10 and must reach ~0 in budget
     steps: int = 100000  # step budget
@@ -152,8 +152,8 @@ def _build(cls: type, raw: dict[str, Any]) -> Any:
     return cls(**_tuples(raw))
 
 
-# The quick profile: a 2-core CPU, about 30 minutes wall with data and evaluation. One thread:
-# two ran many times slower on the shared machine (docs/baselines/psd.md, speed).
+# The quick profile: a 2-core CPU, about 30 minutes wall with data and evaluation; one thread,
+# since two trained slower on shared cores (docs/baselines/psd.md, speed).
 QUICK = TrainConfig(out="runs/psd-quick", threads=1, max_minutes=22.0, steps=1_000_000,
                     model=ModelConfig(unet_width=16, motion_scale=2, motion_kernels=(5, 5, 3, 3)))
 

@@ -1,11 +1,12 @@
-"""`flowbench diagnose`: the dupes, owners and oracle probes on hand-built cases."""
+"""`flowbench diagnose` (benchmark/methods/flowcaps_diagnose.py): the probes on hand-built cases."""
 import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
 
 from benchmark.cli import main
-from benchmark.diagnose import ProbePairs, capsule_table, diagnose, fit_poses, visible_owners
+from benchmark.methods.flowcaps_diagnose import (ProbePairs, capsule_table, diagnose, fit_poses,
+                                                 visible_owners)
 from flowcaps import FlowCapsules, ModelConfig, TrainConfig, checkpoint, geometry
 
 SIDE = 32

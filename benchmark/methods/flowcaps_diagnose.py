@@ -1,5 +1,8 @@
 """Probes of a trained FlowCapsules checkpoint: where its amodal IoU goes (`flowbench diagnose`).
 
+FlowCapsules' own tool, kept beside its adapter (benchmark/methods/flowcaps.py) rather than in
+the benchmark's core; `flowbench` adds `command` to its commands.
+
 Letters: B test images, K capsules, S = 3 shape slots (geogen.schema.SLOTS), H, W image side.
 
 Every probe reads frame 0 of the first B test pairs and uses the fixed capsule-to-slot
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
 import numpy as np
 
 from benchmark.errors import BenchmarkError
@@ -265,3 +269,26 @@ def report(result: dict[str, Any]) -> str:
                          f"{d['encoder_iou']:.3f}, fitted {d['fitted_iou']:.3f}; pose change "
                          f"{d['shift_px']:.2f} px, scale {d['scale_change']:+.1%}")
     return "\n".join(lines)
+
+
+@click.command("diagnose")
+@click.argument("checkpoint", type=click.Path(path_type=Path))
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="dataset folder (default data/geo-quick)")
+@click.option("--pairs", type=click.IntRange(1), default=200, show_default=True,
+              help="first N test pairs (frame 0)")
+@click.option("--probe", type=click.Choice([*PROBES, "all"]), default="all", show_default=True)
+@click.option("--oracle-steps", type=click.IntRange(1), default=300, hidden=True)
+def command(checkpoint, data, pairs, probe, oracle_steps):
+    """Probe a FlowCapsules checkpoint: duplicate capsules, who shows each class, a pose oracle."""
+    from benchmark.profiles import default_data_root
+    from benchmark.registry import get_method
+    data = data or default_data_root("geo", "quick")
+    loaded = get_method("flowcaps").load(checkpoint)
+    test = read_pairs(data, pairs)
+    if test.images.shape[-1] != loaded.image_size:
+        raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px but {data} holds "
+                             f"{test.images.shape[-1]} px")
+    click.echo(f"{checkpoint}: first {len(test.images)} test pairs of {data}")
+    probes = PROBES if probe == "all" else (probe,)
+    click.echo(report(diagnose(loaded.model, test, probes, oracle_steps=oracle_steps)))
