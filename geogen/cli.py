@@ -139,31 +139,34 @@ def import_psd(src, out, split, no_masks, shard_size):
 @_friendly
 def info(root):
     """Counts, class balance, schema and sizes on disk of a generated folder."""
-    from geogen.dataset import read_split
-    m = shards.read_manifest(root)
-    click.echo(f"{root}: variant {m['variant']}, size {m['size']}, frames {m['frames']}, "
-               f"seed {m['seed']}, generator {m['generator_version']}")
+    from geogen.dataset import open_split
+    parts = [open_split(root, split) for split in schema.SPLITS]
+    for part in parts:  # the whole folder is checked before anything is printed
+        part.check()
+    m = parts[0].manifest
+    labels = {p.name: p.read(("label",))["label"] for p in parts}
+    sizes = _field_bytes(parts)
+    click.echo(f"{root}: variant {m.get('variant')}, size {parts[0].size}, frames "
+               f"{parts[0].frames}, seed {m.get('seed')}, generator {m.get('generator_version')}")
     click.echo("split   samples  class balance (" + ", ".join(schema.CLASSES) + ")  on disk")
-    for split in schema.SPLITS:
-        count = int(m["counts"].get(split, 0))
-        labels = read_split(root, split, ("label",))["label"]
-        freq = np.bincount(labels, minlength=len(schema.CLASSES)) / max(1, len(labels))
-        disk = sum(p.stat().st_size for p, _ in shards.shard_paths(root, m, split) if p.exists())
-        click.echo(f"{split:6s} {count:8d}  " + " ".join(f"{f:.3f}" for f in freq)
+    for part in parts:
+        freq = np.bincount(labels[part.name], minlength=len(schema.CLASSES)) / max(1, part.count)
+        disk = sum(path.stat().st_size for path, _ in part.shards)
+        click.echo(f"{part.name:6s} {part.count:8d}  " + " ".join(f"{f:.3f}" for f in freq)
                    + f"  {disk / 1e6:.1f} MB")
-    per_field = _field_bytes(root, m)
     click.echo("field     dtype    per-sample shape  on disk  meaning")
-    for name in m["fields"]:
+    for name, stored in sizes.items():
         spec = schema.FIELDS[name]
-        shape = schema.sample_shape(name, int(m["frames"]), int(m["size"]))
+        shape = schema.sample_shape(name, parts[0].frames, parts[0].size)
         click.echo(f"{name:9s} {str(spec.dtype):8s} {str(shape):17s} "
-                   f"{per_field[name] / 1e6:6.1f} MB  {spec.doc}")
+                   f"{stored / 1e6:6.1f} MB  {spec.doc}")
 
 
-def _field_bytes(root, m) -> dict[str, int]:
-    total = {name: 0 for name in m["fields"]}
-    for split in schema.SPLITS:
-        for path, _ in shards.shard_paths(root, m, split):
+def _field_bytes(parts) -> dict[str, int]:
+    """Stored (compressed) bytes of each field over the splits `parts` (checked Splits)."""
+    total = {name: 0 for name in parts[0].fields}
+    for part in parts:
+        for path, _ in part.shards:
             with shards.open_shard(path) as f:
                 for name in total:
                     total[name] += f[name].id.get_storage_size()

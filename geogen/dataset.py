@@ -50,6 +50,15 @@ class Split:
     def count(self) -> int:
         return sum(n for _, n in self.shards)
 
+    def check(self) -> None:
+        """Open every shard and check that each field holds the rows, shape and dtype the
+        manifest promises, reading no data: a folder edited or cut since it was made is
+        refused whole, where `read` checks only the shards it reads."""
+        cols = self._columns(self.fields)
+        for path, rows in self.shards:
+            with shards.open_shard(path) as f:
+                _check_shard(f, path, rows, cols)
+
     def rows(self, limit: int | None = None, rank: int = 0, world: int = 1) -> tuple[int, int]:
         """Rows [lo, hi) of rank `rank` of `world`: each holds limit // world of the first
         `limit` rows (all when None), the rest dropped so that every rank holds as many."""
@@ -211,6 +220,11 @@ def open_split(root: str | Path, split: str) -> Split:
     if listed != count or any(n < 0 for _, n in parts):
         raise GeogenError(f"{root / shards.MANIFEST}: counts {count} {split} samples but its "
                           f"shards list {listed}")
+    if size < 1 or frames < 2:  # every shape is drawn from these two; 0 would divide by zero
+        raise GeogenError(f"{root / shards.MANIFEST}: malformed (size {size}, frames {frames})")
+    unknown = [name for name in fields if name not in schema.FIELDS]
+    if unknown:
+        raise GeogenError(f"{root / shards.MANIFEST}: names unknown field {unknown[0]!r}")
     return Split(root, split, manifest, size, frames, fields, parts)
 
 

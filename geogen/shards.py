@@ -172,11 +172,24 @@ def open_shard(path: Path) -> h5py.File:
 
 
 def verify(root: str | Path, checksums: bool = True) -> list[str]:
-    """Every mismatch between a folder and its manifest and the schema (empty: all good)."""
+    """Every mismatch between a folder and its manifest and the schema (empty: all good); a
+    manifest without the entries it needs is a GeogenError."""
     root = Path(root)
     manifest = read_manifest(root)
+    try:
+        return _verify(root, manifest, checksums)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise GeogenError(f"{root / MANIFEST}: malformed "
+                          f"({err.__class__.__name__}: {err})") from None
+
+
+def _verify(root: Path, manifest: dict, checksums: bool) -> list[str]:
     problems: list[str] = []
     size, frames = int(manifest["size"]), int(manifest["frames"])
+    fields = tuple(manifest.get("fields", schema.REQUIRED_FIELDS))
+    problems += [f"manifest names unknown field {name!r}" for name in fields
+                 if name not in schema.FIELDS]
+    fields = tuple(dict.fromkeys(schema.REQUIRED_FIELDS + fields))  # required ones first
     for split in schema.SPLITS:
         want_total = int(manifest["counts"].get(split, 0))
         total = 0
@@ -189,7 +202,7 @@ def verify(root: str | Path, checksums: bool = True) -> list[str]:
                 problems.append(f"{entry['file']}: checksum mismatch")
                 continue
             problems += [f"{entry['file']}: {p}" for p in _check_shard(path, entry, split, size,
-                                                                       frames, total)]
+                                                                       frames, total, fields)]
             total += int(entry["count"])
         if total != want_total:
             problems.append(f"{split}: {total} samples in shards, manifest says {want_total}")
@@ -197,7 +210,7 @@ def verify(root: str | Path, checksums: bool = True) -> list[str]:
 
 
 def _check_shard(path: Path, entry: dict, split: str, size: int, frames: int,
-                 first: int) -> list[str]:
+                 first: int, fields: tuple[str, ...]) -> list[str]:
     problems = []
     try:
         with h5py.File(path, "r") as f:
@@ -208,7 +221,9 @@ def _check_shard(path: Path, entry: dict, split: str, size: int, frames: int,
             if f.attrs.get("split") != split or int(f.attrs.get("first_index", -1)) != first \
                     or int(f.attrs.get("count", -1)) != count:
                 problems.append("split, first_index or count attributes disagree with manifest")
-            for name in schema.REQUIRED_FIELDS:
+            for name in fields:
+                if name not in schema.FIELDS:
+                    continue
                 if name not in f:
                     problems.append(f"field {name!r} missing")
                     continue

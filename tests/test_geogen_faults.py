@@ -174,3 +174,54 @@ def test_python_dash_m_runs_the_cli():
     assert ok.returncode == 0 and "--variant" in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "geogen.cli", "make"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--n" in bad.stderr
+
+
+def _edited_copy(src, dst, edit):
+    import json
+    import shutil
+    shutil.copytree(src, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    edit(m)
+    (dst / "manifest.json").write_text(json.dumps(m))
+    return dst
+
+
+def _test_count(m, n, entry=None):
+    m["counts"]["test"] = n
+    if entry is not None:
+        m["shards"]["test"][0]["count"] = entry
+
+
+EDITS = {  # the small set's test split: 60 samples in one shard
+    "counts past the shards": (lambda m: _test_count(m, 150), "counts 150 test samples but "
+                                                               "its shards list 60"),
+    "counts and shard entry": (lambda m: _test_count(m, 150, 150),
+                               "'frames' is uint8[60, 2, 32, 32, 3], the manifest says "
+                               "uint8[150, 2, 32, 32, 3]"),
+    "a petabyte of counts": (lambda m: _test_count(m, 10 ** 15, 10 ** 15), "the manifest says"),
+    "size 64": (lambda m: m.update(size=64), "2, 32, 32, 3], the manifest says uint8["),
+    "size 0": (lambda m: m.update(size=0), "malformed (size 0, frames 2)"),
+    "size abc": (lambda m: m.update(size="abc"), "malformed (ValueError"),
+    "frames 3": (lambda m: m.update(frames=3), "2, 32, 32, 3], the manifest says uint8["),
+    "a field the shards lack": (lambda m: m["fields"].append("bg_source"), "'bg_source'"),
+    "no shard list": (lambda m: m.update(shards=None), "malformed (AttributeError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDITS))
+def test_an_edited_manifest_is_one_line_for_info_show_and_verify(small, tmp_path, case):
+    """Counts past the shards once made `info` allocate petabytes (a MemoryError) and `show`
+    read rows no shard holds; an edited size a ValueError. Each is now one line, found before
+    anything is printed or drawn."""
+    edit, says = EDITS[case]
+    root = _edited_copy(small, tmp_path / "d", edit)
+    for args in (["info", str(root)], ["show", str(root), "-o", str(tmp_path / "s.png")]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and not isinstance(res.exception, Exception), res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and says in lines[0], lines
+    assert not (tmp_path / "s.png").exists()
+    res = CliRunner().invoke(main, ["verify", str(root)])  # lists each problem, then one line
+    assert res.exit_code == 1 and not isinstance(res.exception, Exception), res.output
+    assert res.output.strip().splitlines()[-1].startswith("Error: ")
+    assert "Traceback" not in res.output
