@@ -3,8 +3,12 @@ status 1."""
 from __future__ import annotations
 
 import functools
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import click
 import numpy as np
@@ -16,6 +20,30 @@ from geogen.variants import REGISTRY as VARIANTS
 
 MAX_INDICES = 100_000  # --index expands to at most this many numbers (a sheet holds far fewer)
 INTERRUPTED = 130      # the shell's status for a run stopped by Ctrl-C (128 + SIGINT)
+TERMINATED = 143       # and by SIGTERM (128 + SIGTERM)
+
+
+@contextmanager
+def signals_stop(stop: threading.Event, received: list[int]) -> Iterator[None]:
+    """While inside, Ctrl-C and SIGTERM set `stop` (`make_dataset` then stops between two work
+    units) and are appended to `received`; a second one raises KeyboardInterrupt at once.
+    Python's own Ctrl-C, raised wherever it lands, could cut an HDF5 write (its .tmp left) or
+    fall in a weakref callback that swallows it (the run went on); SIGTERM's default killed
+    the parent alone (the workers' BrokenPipe tracebacks, the .tmp left)."""
+    def handler(signum, frame):
+        received.append(signum)
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+    if threading.current_thread() is not threading.main_thread():  # signal's rule
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _friendly(fn):
@@ -103,18 +131,24 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
          motion, backgrounds, textures, max_images, resume, force, quiet):
     """Make a dataset: OUT/{train,val,test}/shard-NNNNN.h5 and OUT/manifest.json.
 
-    Ctrl-C stops it (exit status 130); the same command with --resume finishes it."""
+    Ctrl-C (exit status 130) or SIGTERM (143) stops it, keeping the whole shards; the same
+    command with --resume finishes it."""
     from geogen.make import MakeConfig, make_dataset
     config = MakeConfig(variant=variant, n=n, val=val, test=test, size=size, frames=frames,
                         seed=seed, out=out or default_out(variant), workers=_workers(workers),
                         shard_size=shard_size, supersample=supersample, motion=motion,
                         backgrounds=backgrounds, textures=textures, max_images=max_images)
+    stop, received = threading.Event(), []
     try:
-        root = make_dataset(config, resume=resume, force=force, progress=not quiet)
+        with signals_stop(stop, received):
+            root = make_dataset(config, resume=resume, force=force, progress=not quiet,
+                                stop=stop)
     except KeyboardInterrupt:
-        click.echo(f"interrupted; the whole shards in {config.out} are kept: run the same "
-                   f"command with --resume to finish", err=True)
-        sys.exit(INTERRUPTED)
+        term = received[:1] == [signal.SIGTERM]
+        click.echo(f"{'terminated' if term else 'interrupted'}; the whole shards in "
+                   f"{config.out} are kept: run the same command with --resume to finish",
+                   err=True)
+        sys.exit(TERMINATED if term else INTERRUPTED)
     click.echo(f"wrote {root} ({', '.join(f'{k} {v}' for k, v in config.counts().items())})")
 
 

@@ -11,6 +11,8 @@ geo+, its `sources` entry names every image that `bg_source` / `tex_source` inde
 `resume=True` keeps the whole shards of an interrupted run with the same config and makes
 the rest. An interruption (Ctrl-C) or a failed write (a full disk) removes the unfinished
 shard before the error goes on; the workers ignore Ctrl-C and leave stopping to the parent.
+`geogen make` passes a `stop` event that its Ctrl-C and SIGTERM handlers set: the run then
+stops between two work units, never inside an HDF5 write.
 
 Letters: N samples, T frames, S slots, H = W = image side.
 """
@@ -24,6 +26,7 @@ import multiprocessing as mp
 import os
 import shutil
 import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -215,10 +218,51 @@ def _is_whole(path: Path, first: int, count: int) -> bool:
         return False
 
 
-def _ignore_sigint() -> None:
+HELD = {signal.SIGINT, signal.SIGTERM}
+POLL_S = 0.2  # how often the parent, waiting for a unit, looks at `stop`
+
+
+def _worker_signals() -> None:
     """Pool initializer: Ctrl-C reaches every process of the terminal; the parent alone stops
-    the run (it terminates the pool), so the workers print no tracebacks of their own."""
+    the run (it terminates the pool), so the workers print no tracebacks of their own. The
+    handlers the parent had when it forked are dropped: the pool ends its workers with
+    SIGTERM, which must end them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # held by `_start_pool` until this point
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
+
+
+def _start_pool(workers: int):
+    """A pool of `workers` processes. Ctrl-C and SIGTERM are held while it forks, so that no
+    worker runs the parent's handlers before `_worker_signals` has dropped them (a worker
+    that swallowed the pool's SIGTERM would never end); one that came meanwhile reaches the
+    parent once the pool exists."""
+    # fork: workers start at once and need no importable __main__ (scripts, notebooks).
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    if not hasattr(signal, "pthread_sigmask"):
+        return ctx.Pool(workers, initializer=_worker_signals)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        return ctx.Pool(workers, initializer=_worker_signals)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _stopping(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise KeyboardInterrupt
+
+
+def _polled(results, stop: threading.Event | None) -> Iterator:
+    """The pool's results in order; while it waits for one, it looks at `stop` every POLL_S."""
+    while True:
+        try:
+            yield results.next(timeout=POLL_S)
+        except mp.TimeoutError:
+            _stopping(stop)
+        except StopIteration:
+            return
 
 
 def write_failure(root: Path, err: OSError) -> GeogenError:
@@ -236,13 +280,19 @@ def _workers(config: MakeConfig) -> int:
 
 
 def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
-                 progress: bool = True) -> Path:
-    """Make the dataset `config` describes; returns the output root (see the module docstring)."""
+                 progress: bool = True, stop: threading.Event | None = None) -> Path:
+    """Make the dataset `config` describes; returns the output root (see the module docstring).
+
+    `stop`, once set, ends the run between two work units (before any output when it is set
+    while the sources load) with a KeyboardInterrupt, as a Ctrl-C does: the unfinished shard
+    removed, the whole ones kept. A signal handler sets it where raising at once could cut
+    an HDF5 write and leave its .tmp, or land in a weakref callback that swallows it."""
     validate(config)
     variant = get_variant(config.variant)
     # Load the image sources here, before any output or worker exists: a bad folder fails
     # early, and forked workers inherit the loaded banks instead of loading them again.
     used_sources = variant.sources(config) if variant.sources else None
+    _stopping(stop)
     root = _prepare_out(config, resume, force)
     chunk_n = shards.chunk_samples(config.size, config.frames)
     fields = variant.fields
@@ -263,13 +313,12 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
     pool = None
     try:
         if workers > 1:
-            # fork: workers start at once and need no importable __main__ (scripts, notebooks).
-            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-            pool = ctx.Pool(workers, initializer=_ignore_sigint)
-            results = pool.imap(_render_unit, units)
+            pool = _start_pool(workers)
+            results = _polled(pool.imap(_render_unit, units), stop)
         else:
             results = map(_render_unit, units)
         for unit, chunks in zip(units, results):
+            _stopping(stop)
             key = (unit.split, unit.shard)
             if writer is None:
                 _, _, first, count = next(s for s in todo if s[:2] == key)

@@ -80,6 +80,69 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, monkeypatch, capfd, 
     assert shards.verify(root) == []
 
 
+def _sigterm_self(*args):
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_stops_as_ctrl_c_does_and_resume_finishes(tmp_path, monkeypatch, capfd, workers):
+    root = tmp_path / "d"
+    calls = {"n": 0}
+    real = shards.ShardWriter.write_chunk
+
+    def write_chunk(self, *args):  # SIGTERM reaches the parent while it writes the first shard
+        calls["n"] += 1
+        if calls["n"] == 2:
+            _sigterm_self()
+        return real(self, *args)
+    monkeypatch.setattr(shards.ShardWriter, "write_chunk", write_chunk)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    res = CliRunner().invoke(main, ARGS + ["--out", str(root), "--workers", workers])
+    assert res.exit_code == 143, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("terminated;") and "--resume" in lines[0]
+    assert "Traceback" not in capfd.readouterr().err
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before, \
+        "the handlers are the command's alone"
+    assert _leftovers(root) == [] and not (root / "manifest.json").exists()
+    _shards_are_whole(root)
+    monkeypatch.undo()
+    res = CliRunner().invoke(main, ARGS + ["--out", str(root), "--resume", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    assert shards.verify(root) == []
+
+
+@pytest.mark.parametrize("sig, status, word", [(signal.SIGTERM, 143, "terminated"),
+                                               (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_to_the_parent_alone_stops_it_cleanly(tmp_path, sig, status, word):
+    """As `kill PID` sends it: SIGTERM once killed the parent at once, its workers then wrote
+    into a closed pipe (BrokenPipe tracebacks) and the unfinished shard stayed; Ctrl-C, raised
+    wherever it landed, left a .tmp when it cut an HDF5 write, or was swallowed by a weakref
+    callback and the run went on. Both now stop between two units."""
+    import subprocess
+    import sys
+    import time
+    root = tmp_path / "d"
+    proc = subprocess.Popen([sys.executable, "-m", "geogen.cli", "make", "--n", "20000",
+                             "--val", "0", "--test", "0", "--size", "32", "--shard-size", "200",
+                             "--workers", "2", "--quiet", "--out", str(root)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while not (root / "train" / shards.shard_name(0)).exists():
+            assert proc.poll() is None and time.time() < deadline, "no shard was written"
+            time.sleep(0.002)
+        proc.send_signal(sig)  # while the parent writes the next shard
+        out, err = proc.communicate(timeout=60)  # until every worker has closed stderr too
+    finally:
+        proc.kill()
+    assert proc.returncode == status, err
+    assert err.strip().splitlines() == [f"{word}; the whole shards in {root} are kept: "
+                                        f"run the same command with --resume to finish"], err
+    assert _leftovers(root) == [] and not (root / "manifest.json").exists()
+    _shards_are_whole(root)
+
+
 @pytest.mark.parametrize("where", ["chunk", "rename"])
 def test_a_full_disk_is_one_line_and_leaves_no_partial_shard(tmp_path, monkeypatch, where):
     root = tmp_path / "d"
