@@ -34,7 +34,7 @@ from typing import Iterator
 import numpy as np
 from tqdm import tqdm
 
-from geogen import schema, shards
+from geogen import room, schema, shards
 from geogen.errors import GeogenError
 from geogen.scene import MOTIONS
 from geogen.variants import get_variant, make_sample
@@ -176,14 +176,8 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool) -> Path:
         raise GeogenError(f"{root}: exists and is not a folder")
     record = root / RUN_RECORD
     holds_data = root.is_dir() and any(root.iterdir())
-    if holds_data and force:
-        for name in (shards.MANIFEST, RUN_RECORD, *schema.SPLITS):
-            path = root / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
-    elif holds_data and resume:
+    ours = [root / name for name in (shards.MANIFEST, RUN_RECORD, *schema.SPLITS)]
+    if holds_data and resume and not force:
         if not record.is_file():
             raise GeogenError(f"{root}: holds data that no geogen run recorded; use --force "
                               f"to replace it or choose another --out")
@@ -194,9 +188,18 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool) -> Path:
         if previous != config.content():
             raise GeogenError(f"{root}: holds a dataset made with other settings; use --force "
                               f"to replace it or choose another --out")
-    elif holds_data:
+    elif holds_data and not force:
         raise GeogenError(f"{root}: already holds data; pass --resume to finish it or --force "
                           f"to replace it")
+    replace = holds_data and force  # deleted only once the new data is known to fit
+    room.check_room(config, root, resume=holds_data and resume,
+               freed=sum(_bytes_under(path) for path in ours) if replace else 0)
+    if replace:
+        for path in ours:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
     try:
         for split in schema.SPLITS:
             (root / split).mkdir(parents=True, exist_ok=True)
@@ -208,14 +211,10 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool) -> Path:
     return root
 
 
-def _is_whole(path: Path, first: int, count: int) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        with shards.open_shard(path) as f:
-            return int(f.attrs["first_index"]) == first and int(f.attrs["count"]) == count
-    except (GeogenError, KeyError):
-        return False
+def _bytes_under(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
 
 
 HELD = {signal.SIGINT, signal.SIGTERM}
@@ -297,7 +296,8 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
     chunk_n = shards.chunk_samples(config.size, config.frames)
     fields = variant.fields
     plan = _plan(config)
-    todo = [s for s in plan if not _is_whole(_shard_file(root, s[0], s[1]), s[2], s[3])]
+    todo = [s for s in plan
+            if not shards.is_whole(_shard_file(root, s[0], s[1]), s[2], s[3])]
     units = [u for s in todo for u in _units(config, s, chunk_n)]
     left = {(s[0], s[1]): s[3] for s in todo}   # samples still to write per shard
 

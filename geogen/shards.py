@@ -171,6 +171,17 @@ def open_shard(path: Path) -> h5py.File:
                           f"{str(err).splitlines()[0] if str(err) else 'corrupt'})") from None
 
 
+def is_whole(path: Path, first: int, count: int) -> bool:
+    """Whether `path` is a readable shard of samples [first, first + count)."""
+    if not path.is_file():
+        return False
+    try:
+        with open_shard(path) as f:
+            return int(f.attrs["first_index"]) == first and int(f.attrs["count"]) == count
+    except (GeogenError, KeyError):
+        return False
+
+
 def verify(root: str | Path, checksums: bool = True) -> list[str]:
     """Every mismatch between a folder and its manifest and the schema (empty: all good); a
     manifest without the entries it needs is a GeogenError."""

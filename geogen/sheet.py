@@ -81,7 +81,7 @@ def max_samples(cols: int, tile: int) -> int:
 def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str | Path) -> Sheet:
     """Write a contact sheet of samples `indices` of `split` (see the module); returns it."""
     fmt = image_format(out)
-    open_split(root, split).check()  # the whole split, as `geogen info` does, not only the rows drawn
+    open_split(root, split).check()  # the whole split, as `info` does, not only the rows drawn
     ds = GeoDataset(root, split, ("frames", "flow", "visible", "amodal"))
     bad = [i for i in indices if not 0 <= i < len(ds)]
     if bad:

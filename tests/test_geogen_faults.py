@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from geogen import make, shards
+from geogen import make, room, shards
 from geogen.cli import default_out, main
 from geogen.make import MakeConfig, make_dataset
 from geogen.sheet import MAX_SIDE
@@ -288,3 +288,54 @@ def test_an_edited_manifest_is_one_line_for_info_show_and_verify(small, tmp_path
     assert res.exit_code == 1 and not isinstance(res.exception, Exception), res.output
     assert res.output.strip().splitlines()[-1].startswith("Error: ")
     assert "Traceback" not in res.output
+
+
+def _free_space(monkeypatch, free):
+    """shutil.disk_usage as it would read on a disk with `free` bytes left."""
+    import shutil
+    real = shutil.disk_usage
+    monkeypatch.setattr(room.shutil, "disk_usage", lambda path: real(path)._replace(free=free))
+
+
+def test_a_dataset_the_disk_cannot_hold_is_refused_before_any_work(tmp_path, monkeypatch):
+    """`--n 10000000000` once ran 40 s in silence, then showed an ETA of 3,630 hours."""
+    import time
+    _free_space(monkeypatch, 10 * 10 ** 9)
+    out = tmp_path / "huge"
+    started = time.time()
+    res = CliRunner().invoke(main, ["make", "--n", "10000000000", "--out", str(out), "--quiet"])
+    assert time.time() - started < 20
+    assert res.exit_code == 1 and not isinstance(res.exception, Exception), res.output
+    line, = res.output.strip().splitlines()
+    assert "11,100,000,000 samples need about" in line and " TB on disk" in line, line
+    assert "10.0 GB free" in line and not out.exists()
+
+
+def test_the_size_estimate_is_close_and_counts_deflate_and_force(tmp_path, monkeypatch):
+    cfg = MakeConfig(n=40, val=0, test=8, size=32, shard_size=16, workers=1,
+                     out=str(tmp_path / "d"))
+    each = room.stored_sample_bytes(cfg)
+    need = each * 48 + room.SHARD_BYTES * 4  # 3 train shards and 1 test shard
+    raw = room.raw_sample_bytes(cfg) * 48
+    assert raw > 20 * each, "Geo deflates far: the raw size would refuse what fits"
+    _free_space(monkeypatch, int(need * 0.9))
+    res = CliRunner().invoke(main, ARGS + ["--out", cfg.out, "--workers", "1"])
+    assert res.exit_code == 1 and "48 samples need about" in res.output
+    assert not (tmp_path / "d").exists(), "refused before any output"
+    _free_space(monkeypatch, int(need * 1.1))  # below the raw size, above the deflated one
+    res = CliRunner().invoke(main, ARGS + ["--out", cfg.out, "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    stored = sum(p.stat().st_size for p in (tmp_path / "d").rglob("*.h5"))
+    assert 0.8 < need / stored < 1.25, (need, stored)
+    # --force deletes the old data first: its bytes count as free
+    _free_space(monkeypatch, int(need - stored / 2))
+    res = CliRunner().invoke(main, ARGS + ["--out", cfg.out, "--workers", "1", "--force"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ARGS + ["--out", str(tmp_path / "e"), "--workers", "1"])
+    assert res.exit_code == 1 and "free" in res.output
+    # --resume counts only what is left to make
+    root = tmp_path / "d"
+    assert room.left_to_make(cfg, root, resume=True) == (0, 0)
+    (root / "train" / shards.shard_name(1)).unlink()
+    assert room.left_to_make(cfg, root, resume=True) == (16, 1)
+    assert room.left_to_make(cfg, root, resume=False) == (48, 4)
