@@ -123,12 +123,15 @@ def main():
               help="geo+: folder of texture images [bundled textures]")
 @click.option("--max-images", type=int, default=500, show_default=True,
               help="geo+: use at most this many images of each folder (evenly spaced)")
+@click.option("--skip-bad-images", is_flag=True,
+              help="geo+: leave out images that do not decode, and backgrounds smaller than "
+                   "--size, instead of stopping (named in the manifest)")
 @click.option("--resume", is_flag=True, help="finish an interrupted run with the same settings")
 @click.option("--force", is_flag=True, help="replace the data already in --out")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @_friendly
 def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, supersample,
-         motion, backgrounds, textures, max_images, resume, force, quiet):
+         motion, backgrounds, textures, max_images, skip_bad_images, resume, force, quiet):
     """Make a dataset: OUT/{train,val,test}/shard-NNNNN.h5 and OUT/manifest.json.
 
     Ctrl-C (exit status 130) or SIGTERM (143) stops it, keeping the whole shards; the same
@@ -137,7 +140,8 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
     config = MakeConfig(variant=variant, n=n, val=val, test=test, size=size, frames=frames,
                         seed=seed, out=out or default_out(variant), workers=_workers(workers),
                         shard_size=shard_size, supersample=supersample, motion=motion,
-                        backgrounds=backgrounds, textures=textures, max_images=max_images)
+                        backgrounds=backgrounds, textures=textures, max_images=max_images,
+                        skip_bad_images=skip_bad_images)
     stop, received = threading.Event(), []
     try:
         with signals_stop(stop, received):
@@ -149,7 +153,12 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
                    f"{config.out} are kept: run the same command with --resume to finish",
                    err=True)
         sys.exit(TERMINATED if term else INTERRUPTED)
-    click.echo(f"wrote {root} ({', '.join(f'{k} {v}' for k, v in config.counts().items())})")
+    skipped = {kind: len(entry.get("skipped", ())) for kind, entry
+               in shards.read_manifest(root).get("sources", {}).items() if isinstance(entry, dict)}
+    left_out = "; ".join(f"skipped {n} unusable {kind.rstrip('s')} image{'s' * (n > 1)}"
+                         for kind, n in skipped.items() if n)
+    click.echo(f"wrote {root} ({', '.join(f'{k} {v}' for k, v in config.counts().items())})"
+               + (f"; {left_out} (named in its manifest.json)" if left_out else ""))
 
 
 @main.command("import-psd")

@@ -46,7 +46,9 @@ UNIT_BYTES = 8 << 20  # raw bytes of the largest field per work unit: a few hund
 
 @dataclass(frozen=True)
 class MakeConfig:
-    """What to make. `workers` and `out` change where and how fast, never the bytes written."""
+    """What to make. `workers` and `out` change where and how fast, never the bytes written;
+    nor does `skip_bad_images`, which lets a run go on that would otherwise stop (the files it
+    leaves out are named in the manifest's `sources`)."""
     variant: str = "geo"
     n: int = 0                  # training samples
     val: int | None = None      # default n // 100 (the paper's 100k / 1k / 10k)
@@ -67,6 +69,7 @@ class MakeConfig:
     # geo+: at most this many images per folder (evenly spaced). Banks are float32 in memory,
     # about 0.7 MB per background image at 64 px (2.6 MB at 128 px) with its mip pyramid.
     max_images: int = 500
+    skip_bad_images: bool = False   # geo+: leave out unreadable or too small images
 
     def counts(self) -> dict[str, int]:
         val = self.n // 100 if self.val is None else self.val
@@ -76,7 +79,7 @@ class MakeConfig:
     def content(self) -> dict:
         """The settings that determine the data (recorded in every shard and the manifest)."""
         d = dataclasses.asdict(self)
-        del d["workers"], d["out"]
+        del d["workers"], d["out"], d["skip_bad_images"]
         d.update(val=self.counts()["val"], test=self.counts()["test"])
         return d
 
@@ -87,8 +90,10 @@ def validate(config: MakeConfig) -> None:
     variant = get_variant(config.variant)
     if config.motion not in MOTIONS:
         raise GeogenError(f"motion must be one of {', '.join(MOTIONS)}, got {config.motion!r}")
-    if variant.sources is None and (config.backgrounds or config.textures):
-        raise GeogenError(f"--backgrounds and --textures apply to geo+, not {config.variant}")
+    if variant.sources is None and (config.backgrounds or config.textures
+                                    or config.skip_bad_images):
+        raise GeogenError(f"--backgrounds, --textures and --skip-bad-images apply to geo+, "
+                          f"not {config.variant}")
     ints = {"n": config.n, "size": config.size, "frames": config.frames, "seed": config.seed,
             "workers": config.workers, "shard_size": config.shard_size,
             "supersample": config.supersample, "max_images": config.max_images,

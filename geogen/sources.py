@@ -9,7 +9,9 @@ manifest entry that turns those indices back into names.
 Two kinds of bank:
 - `ImageBank.from_folder(DIR)`: every JPEG, PNG, TIFF and GIF under DIR (recursive), in
   sorted order of relative path, so indices are stable across machines and runs. A folder
-  with no image, or a file that does not decode, raises `GeogenError` naming it.
+  with no image, or files that do not decode or are smaller than `smallest` (a background
+  smaller than one sample would be enlarged into a blur: refused, not scaled), raise
+  `GeogenError` naming them; `skip_bad=True` leaves them out instead and the bank names them.
 - `default_backgrounds()` / `default_textures()`: images bundled inside installed packages
   (scikit-image's `skimage.data`, scikit-learn's sample images); never a network call.
 
@@ -34,7 +36,7 @@ Which bundled images are used (scikit-image 0.26, checked with sockets disabled)
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -47,6 +49,11 @@ IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".tif", ".tiff", "
 _GREY_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
 
 Crop = tuple[int, int, int, int]  # (row0, row1, col0, col1) of the source array
+NAMED = 3  # unusable files named in an error beside the first one
+
+
+class UnusableImage(GeogenError):
+    """An image file that does not decode, or is too small to be used."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,6 +67,7 @@ class ImageBank:
     total_found: int = 0  # files found before `limit` picked a subset (0: same as count)
     # Per image, successive 2x2-box halvings (level 0 = the image); empty until `with_pyramid`.
     pyramid: tuple[tuple[np.ndarray, ...], ...] = ()
+    skipped: tuple[str, ...] = ()  # files left out as unusable (`from_folder(skip_bad=True)`)
 
     def __post_init__(self):
         if not self.images:
@@ -72,17 +80,20 @@ class ImageBank:
 
     def describe(self) -> dict:
         """The manifest entry: where the images came from and index -> name."""
-        return {"source": self.source, "count": len(self), "names": list(self.names),
-                "grey": [i for i, g in enumerate(self.grey) if g],
-                "total_found": self.total_found or len(self)}
+        entry = {"source": self.source, "count": len(self), "names": list(self.names),
+                 "grey": [i for i, g in enumerate(self.grey) if g],
+                 "total_found": self.total_found or len(self)}
+        if self.skipped:  # only then, so that other manifests keep their bytes
+            entry["skipped"] = list(self.skipped)
+        return entry
 
     def downscaled(self, min_side: int) -> "ImageBank":
         """A copy whose images have a shorter side of at most `min_side` (anti-aliased).
 
         Done once per worker so that per-sample resampling reads small arrays.
         """
-        images = tuple(_shrink_array(im, min_side) for im in self.images)
-        return ImageBank(self.source, self.names, images, self.grey, self.total_found)
+        return replace(self, images=tuple(_shrink_array(im, min_side) for im in self.images),
+                       pyramid=())
 
     def with_pyramid(self) -> "ImageBank":
         """A copy with a mip pyramid per image, for anti-aliased lookups at any scale.
@@ -98,12 +109,12 @@ class ImageBank:
                 h, w = im.shape[0] // 2 * 2, im.shape[1] // 2 * 2
                 levels.append(im[:h, :w].reshape(h // 2, 2, w // 2, 2, 3).mean(axis=(1, 3)))
             pyramid.append(tuple(levels))
-        return ImageBank(self.source, self.names, self.images, self.grey, self.total_found,
-                         tuple(pyramid))
+        return replace(self, pyramid=tuple(pyramid))
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike, *, limit: int | None = None,
-                    min_side: int | None = None) -> "ImageBank":
+                    min_side: int | None = None, smallest: int | None = None,
+                    skip_bad: bool = False) -> "ImageBank":
         """Load every image under `folder` (recursive, sorted by relative path).
 
         Args:
@@ -111,6 +122,9 @@ class ImageBank:
                 ImageNet-style tree of class folders keeps images from every class); the
                 files left out are never opened.
             min_side: shrink each image on load so its shorter side is at most this.
+            smallest: refuse an image whose shorter side is below this many pixels.
+            skip_bad: leave out the files that do not decode or are too small (listed in
+                `skipped`, and in the manifest) instead of refusing the folder.
         """
         root = Path(folder)
         if not root.is_dir():
@@ -125,13 +139,34 @@ class ImageBank:
                 raise GeogenError(f"image limit must be at least 1, got {limit}")
             keep = np.unique(np.linspace(0, total - 1, limit).round().astype(int))
             paths = [paths[i] for i in keep]
-        names, images, grey = [], [], []
+        names, images, grey, bad = [], [], [], []
         for path in paths:
-            image, is_grey = read_image(path, min_side)
+            try:
+                image, is_grey = read_image(path, min_side, smallest)
+            except UnusableImage as err:
+                bad.append((path.relative_to(root).as_posix(), str(err)))
+                continue
             names.append(path.relative_to(root).as_posix())
             images.append(image)
             grey.append(is_grey)
-        return cls(str(root.resolve()), tuple(names), tuple(images), tuple(grey), total)
+        if bad and not skip_bad:
+            raise GeogenError(_unusable(root, bad) + "; pass --skip-bad-images to leave "
+                              + ("it" if len(bad) == 1 else "them") + " out")
+        if not images:
+            raise GeogenError(_unusable(root, bad) + ": no usable image is left")
+        return cls(str(root.resolve()), tuple(names), tuple(images), tuple(grey), total,
+                   skipped=tuple(name for name, _ in bad))
+
+
+def _unusable(root: Path, bad: list[tuple[str, str]]) -> str:
+    """One line for the unusable files `bad` ((name, reason) each): the first reason, then
+    up to NAMED more names."""
+    if len(bad) == 1:
+        return bad[0][1]
+    more = [name for name, _ in bad[1:1 + NAMED]]
+    rest = len(bad) - 1 - len(more)
+    return (f"{len(bad)} images under {root} cannot be used: {bad[0][1]}; also "
+            + ", ".join(more) + (f" and {rest} more" if rest else ""))
 
 
 def list_images(root: Path) -> list[Path]:
@@ -145,19 +180,24 @@ def list_images(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
-def read_image(path: Path, min_side: int | None = None) -> tuple[np.ndarray, bool]:
-    """Decode one file to ((h, w, 3) float32 in [0, 1], grey flag); GIFs give their first frame."""
+def read_image(path: Path, min_side: int | None = None,
+               smallest: int | None = None) -> tuple[np.ndarray, bool]:
+    """Decode one file to ((h, w, 3) float32 in [0, 1], grey flag); GIFs give their first frame.
+    A file that does not decode, or whose shorter side is below `smallest`, is UnusableImage."""
     try:
         with Image.open(path) as img:
+            if smallest is not None and min(img.size) < smallest:
+                raise UnusableImage(f"image {path} is {img.size[0]} x {img.size[1]} px, smaller "
+                                    f"than one {smallest} px sample")
             if min_side is not None and img.format == "JPEG":
                 # Let the JPEG decoder skip resolution we would throw away (a power-of-2 reduction).
                 img.draft("RGB", (min_side, min_side))
             img.load()
             array, is_grey = _pil_to_float(img)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
-        raise GeogenError(f"cannot read image {path}: {err}") from None
+        raise UnusableImage(f"cannot read image {path}: {err}") from None
     if array.size == 0:
-        raise GeogenError(f"cannot read image {path}: it is empty")
+        raise UnusableImage(f"cannot read image {path}: it is empty")
     if min_side is not None:
         array = _shrink_array(array, min_side)
     return array, is_grey
@@ -275,11 +315,14 @@ def default_textures(min_side: int | None = None) -> ImageBank:
 
 
 def load_bank(folder: str | os.PathLike | None, kind: str, *, limit: int | None = None,
-              min_side: int | None = None) -> ImageBank:
-    """`--backgrounds DIR` / `--textures DIR`, or the bundled default when no folder is given."""
+              min_side: int | None = None, smallest: int | None = None,
+              skip_bad: bool = False) -> ImageBank:
+    """`--backgrounds DIR` / `--textures DIR`, or the bundled default when no folder is given
+    (`smallest` and `skip_bad` apply to a folder: see `ImageBank.from_folder`)."""
     if kind not in ("backgrounds", "textures"):
         raise ValueError(f"kind must be 'backgrounds' or 'textures', got {kind!r}")
     if folder is None:
         bank = default_backgrounds(min_side) if kind == "backgrounds" else default_textures(min_side)
         return bank
-    return ImageBank.from_folder(folder, limit=limit, min_side=min_side)
+    return ImageBank.from_folder(folder, limit=limit, min_side=min_side, smallest=smallest,
+                                 skip_bad=skip_bad)

@@ -68,21 +68,26 @@ def draw_geo(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
 
 @functools.lru_cache(maxsize=2)
 def geo_plus_banks(backgrounds: str | None, textures: str | None, max_images: int | None,
-                   size: int) -> tuple[sources.ImageBank, sources.ImageBank]:
+                   size: int, skip_bad: bool = False
+                   ) -> tuple[sources.ImageBank, sources.ImageBank]:
     """(backgrounds, textures), shrunk for `size` and with mip pyramids; once per process.
 
     Folder images are shrunk as they are decoded (a large folder never sits in memory at full
-    resolution); `max_images` keeps an evenly spaced subset of each folder.
+    resolution); `max_images` keeps an evenly spaced subset of each folder. A background
+    smaller than `size` is refused (it would be enlarged into a blur), as is a file that does
+    not decode; `skip_bad` leaves such files out instead.
     """
     bg_side = looks.prepare_side(size)
-    bg = sources.load_bank(backgrounds, "backgrounds", limit=max_images, min_side=bg_side)
+    bg = sources.load_bank(backgrounds, "backgrounds", limit=max_images, min_side=bg_side,
+                           smallest=size, skip_bad=skip_bad)
     tex = sources.load_bank(textures, "textures", limit=max_images,
-                            min_side=looks.TextureConfig().work_side)
+                            min_side=looks.TextureConfig().work_side, skip_bad=skip_bad)
     return looks.prepare_backgrounds(bg, size), looks.prepare_textures(tex)
 
 
 def _plus_banks(config: Any) -> tuple[sources.ImageBank, sources.ImageBank]:
-    return geo_plus_banks(config.backgrounds, config.textures, config.max_images, config.size)
+    return geo_plus_banks(config.backgrounds, config.textures, config.max_images, config.size,
+                          config.skip_bad_images)
 
 
 def _plus_sources(config: Any) -> dict:

@@ -193,3 +193,69 @@ def test_show_draws_geo_plus_rows(tmp_path):
     first = sheet[2:2 + tile, 2:2 + tile]                              # row 0, frame 0
     assert np.array_equal(first[::3, ::3], stored[0, 0]), "the frame is shown as stored"
     assert json.loads((root / "run.json").read_text())["variant"] == "geo+"
+
+
+def _cut_png(path, seed=1):
+    """A PNG whose second half is missing, as a copy interrupted half-way leaves it."""
+    rng = np.random.default_rng(seed)
+    Image.fromarray(rng.integers(0, 256, (80, 96, 3), dtype=np.uint8)).save(path)
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+
+
+def _make_cli(tmp_path, *args):
+    return CliRunner().invoke(main, ["make", "--variant", "geo+", "--n", "12", "--val", "0",
+                                     "--test", "0", "--size", "32", "--workers", "1", "--quiet",
+                                     "--out", str(tmp_path / "d"), *args])
+
+
+def test_a_background_smaller_than_a_sample_is_refused_by_name(tmp_path):
+    """An 8 x 8 background once gave a fifth of the samples a flat blur: it is refused (not
+    enlarged: no image that small reads as a photograph), before any output exists."""
+    bgs = _write_images(tmp_path / "bgs", 2)
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(bgs / "tiny.png")
+    Image.fromarray(np.full((32, 40, 3), 90, np.uint8)).save(bgs / "just.png")  # 32 px: enough
+    res = _make_cli(tmp_path, "--backgrounds", str(bgs))
+    assert res.exit_code == 1 and not isinstance(res.exception, Exception), res.output
+    line, = res.output.strip().splitlines()
+    assert "tiny.png is 8 x 8 px, smaller than one 32 px sample" in line
+    assert "--skip-bad-images" in line and not (tmp_path / "d").exists()
+    res = _make_cli(tmp_path, "--backgrounds", str(bgs), "--skip-bad-images")
+    assert res.exit_code == 0, res.output
+    assert "skipped 1 unusable background image (named in its manifest.json)" in res.output
+    used = shards.read_manifest(tmp_path / "d")["sources"]["backgrounds"]
+    assert used["names"] == ["im0.png", "im1.png", "just.png"] and used["skipped"] == ["tiny.png"]
+    assert used["total_found"] == 4
+    drawn = read_split(tmp_path / "d", "train", ("bg_source",))["bg_source"]
+    assert set(np.unique(drawn)) <= {0, 1, 2}
+
+
+def test_an_unreadable_image_names_its_file_and_can_be_skipped(tmp_path):
+    tex = _write_images(tmp_path / "tex", 2)
+    _cut_png(tex / "cut.png")
+    res = _make_cli(tmp_path, "--textures", str(tex))
+    assert res.exit_code == 1 and not isinstance(res.exception, Exception), res.output
+    line, = res.output.strip().splitlines()
+    assert f"cannot read image {tex / 'cut.png'}" in line and "--skip-bad-images" in line
+    assert not (tmp_path / "d").exists()
+    res = _make_cli(tmp_path, "--textures", str(tex), "--skip-bad-images")
+    assert res.exit_code == 0 and "skipped 1 unusable texture image" in res.output, res.output
+    m = shards.read_manifest(tmp_path / "d")
+    assert m["sources"]["textures"]["skipped"] == ["cut.png"]
+    assert "skipped" not in m["sources"]["backgrounds"], "the bundled ones need no such entry"
+    assert "skip_bad_images" not in m["config"], "it changes no byte of a run that succeeds"
+    # several at once: the first reason, then the other names; none left: one line too
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for k in range(6):
+        _cut_png(bad / f"c{k}.png")
+    res = _make_cli(tmp_path, "--backgrounds", str(bad), "--force")
+    line, = res.output.strip().splitlines()
+    assert res.exit_code == 1 and "6 images under" in line and "also c1.png" in line
+    assert "and 2 more" in line
+    res = _make_cli(tmp_path, "--backgrounds", str(bad), "--force", "--skip-bad-images")
+    line, = res.output.strip().splitlines()
+    assert res.exit_code == 1 and "no usable image is left" in line
+    res = CliRunner().invoke(main, ["make", "--n", "4", "--size", "32", "--skip-bad-images",
+                                    "--out", str(tmp_path / "g"), "--quiet"])
+    assert res.exit_code == 1 and "apply to geo+" in res.output
