@@ -1,7 +1,8 @@
 """Contact sheet: one row per sample with its frames, flow as a colour wheel, visible labels and
 amodal masks (frame 0), so a folder can be inspected by eye.
 
-Rows run down in blocks of at most MAX_SIDE pixels, the blocks side by side; the flow's key
+Rows run down in blocks of at most MAX_SIDE pixels, the blocks side by side, each under a band
+of column titles (Pillow's default font, as `flowbench show` draws); the flow's key
 (geogen.flowviz) stands alone in the last column. The image type follows the extension of
 the output (Pillow's formats: .png, .jpg, ...).
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw, ImageFont
 
 from geogen import schema
 from geogen.dataset import GeoDataset, open_split
@@ -30,6 +31,9 @@ BLOCK_GAP = 12  # between blocks of rows, so a block's rows read as one column
 MIN_TILE = 96   # small images are enlarged (nearest neighbour) to at least this side
 MAX_SIDE = 4096     # a sheet is never taller than this; rows go on in a block to the right
 MAX_WIDTH = 16384   # nor wider: more samples than fit are refused
+TITLE_H = 16        # the band of column titles above the rows
+TITLE_BG = 235      # light, so the black titles read; the tiles keep BACKDROP around them
+FONT_PX = 12        # "amodal triangle" is 89 px wide at this size, inside the smallest tile
 
 
 @dataclass(frozen=True)
@@ -61,19 +65,45 @@ def sample_tiles(item: dict[str, np.ndarray], max_mag: float) -> list[np.ndarray
     return tiles
 
 
+def column_titles(frames: int) -> list[str]:
+    """The title of each tile of a row, left to right (as `sample_tiles` lays them out)."""
+    return ([f"frame {t}" for t in range(frames)]
+            + [f"flow {t}->{t + 1}" for t in range(frames - 1)]
+            + [f"visible {t}" for t in range(frames)]
+            + [f"amodal {slot}" for slot in schema.SLOTS])
+
+
+def _rows_per_block(tile: int) -> int:
+    return max(1, (MAX_SIDE - TITLE_H - GAP) // (tile + GAP))
+
+
 def layout(n: int, cols: int, tile: int) -> tuple[int, int, int, int]:
     """(rows per block, blocks, sheet height, sheet width) for n rows of `cols` tiles and the
-    key's column."""
-    per_block = max(1, (MAX_SIDE - GAP) // (tile + GAP))
+    key's column, under the titles' band."""
+    per_block = _rows_per_block(tile)
     blocks = -(-n // per_block)
     block_w = cols * (tile + GAP) + GAP
-    return (per_block, blocks, min(n, per_block) * (tile + GAP) + GAP,
+    return (per_block, blocks, TITLE_H + min(n, per_block) * (tile + GAP) + GAP,
             blocks * (block_w + BLOCK_GAP) + tile + GAP)
+
+
+def _draw_titles(sheet: Image.Image, titles: list[str], blocks: int, tile: int) -> None:
+    """Each block's column titles, and the key's, centred over their tiles in the top band."""
+    draw = ImageDraw.Draw(sheet)
+    draw.rectangle((0, 0, sheet.width - 1, TITLE_H - 1), fill=(TITLE_BG,) * 3)
+    font = ImageFont.load_default(size=FONT_PX)
+    block_w = len(titles) * (tile + GAP) + GAP + BLOCK_GAP
+    lefts = [(b * block_w + GAP + c * (tile + GAP), title)
+             for b in range(blocks) for c, title in enumerate(titles)]
+    lefts.append((sheet.width - GAP - tile, "flow key"))
+    for x, title in lefts:
+        x += max(0, (tile - draw.textlength(title, font=font)) // 2)
+        draw.text((x, TITLE_H // 2), title, fill=(0, 0, 0), font=font, anchor="lm")
 
 
 def max_samples(cols: int, tile: int) -> int:
     """How many rows of `cols` tiles a sheet of at most MAX_SIDE x MAX_WIDTH pixels holds."""
-    per_block = max(1, (MAX_SIDE - GAP) // (tile + GAP))
+    per_block = _rows_per_block(tile)
     block_w = cols * (tile + GAP) + GAP
     return per_block * max(1, (MAX_WIDTH - tile - GAP) // (block_w + BLOCK_GAP))
 
@@ -88,7 +118,7 @@ def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str
         raise GeogenError(f"index {bad[0]} out of range: {split} has {len(ds)} samples")
     scale = max(1, int(np.ceil(MIN_TILE / ds.size)))
     tile = ds.size * scale
-    cols = 3 * ds.frames - 1 + schema.S  # frames, flows, visible labels, amodal masks
+    cols = len(column_titles(ds.frames))  # frames, flows, visible labels, amodal masks
     cap = max_samples(cols, tile)
     if len(indices) > cap:
         raise GeogenError(f"--index names {len(indices)} samples; a sheet of {ds.size} px "
@@ -100,16 +130,19 @@ def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str
     sheet = np.full((height, width, 3), BACKDROP, np.uint8)
     block_w = cols * (tile + GAP) + GAP + BLOCK_GAP
     for r, item in enumerate(items):
-        x0, y = (r // per_block) * block_w, GAP + (r % per_block) * (tile + GAP)
+        x0, y = (r // per_block) * block_w, TITLE_H + GAP + (r % per_block) * (tile + GAP)
         for c, img in enumerate(sample_tiles(item, max_mag)):
             x = x0 + GAP + c * (tile + GAP)
             sheet[y:y + tile, x:x + tile] = img.repeat(scale, 0).repeat(scale, 1)
-    sheet[GAP:GAP + tile, width - GAP - tile:width - GAP] = flow_key(tile)
+    top = TITLE_H + GAP
+    sheet[top:top + tile, width - GAP - tile:width - GAP] = flow_key(tile)
+    image = Image.fromarray(sheet)
+    _draw_titles(image, column_titles(ds.frames), blocks, tile)
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(sheet).save(tmp, format=fmt)
+        image.save(tmp, format=fmt)
         os.replace(tmp, out)
     except BaseException as err:
         tmp.unlink(missing_ok=True)

@@ -185,17 +185,17 @@ def test_show_writes_the_type_its_extension_names(small, tmp_path):
 
 
 def test_a_long_index_is_laid_out_in_blocks_and_capped(small, tmp_path, monkeypatch):
-    monkeypatch.setattr("geogen.sheet.MAX_SIDE", 500)  # 5 rows of 98 px per block
+    monkeypatch.setattr("geogen.sheet.MAX_SIDE", 500)  # the titles, then 4 rows of 98 px
     out = tmp_path / "s.png"
     res = CliRunner().invoke(main, ["show", str(small), "--index", "0-59", "-o", str(out)])
     assert res.exit_code == 0, res.output
     sheet = np.asarray(Image.open(out))
-    assert sheet.shape[0] <= 500 and sheet.shape[0] == 5 * 98 + 2
-    # 12 blocks of 8 tiles, then the flow key
-    assert sheet.shape[1] == 12 * (8 * 98 + 2 + 12) + 96 + 2
+    assert sheet.shape[0] <= 500 and sheet.shape[0] == 16 + 4 * 98 + 2
+    # 15 blocks of 8 tiles, then the flow key
+    assert sheet.shape[1] == 15 * (8 * 98 + 2 + 12) + 96 + 2
     monkeypatch.setattr("geogen.sheet.MAX_WIDTH", 3000)
     res = CliRunner().invoke(main, ["show", str(small), "--index", "0-59", "-o", str(out)])
-    assert res.exit_code == 1 and "holds at most 15" in res.output
+    assert res.exit_code == 1 and "holds at most 12" in res.output
     res = CliRunner().invoke(main, ["show", str(small), "--index", "0-99999999", "-o", str(out)])
     assert res.exit_code == 1 and "more than 100000 samples" in res.output
     assert MAX_SIDE == 4096
@@ -339,3 +339,20 @@ def test_the_size_estimate_is_close_and_counts_deflate_and_force(tmp_path, monke
     (root / "train" / shards.shard_name(1)).unlink()
     assert room.left_to_make(cfg, root, resume=True) == (16, 1)
     assert room.left_to_make(cfg, root, resume=False) == (48, 4)
+
+
+def test_the_sheet_titles_its_columns(small, tmp_path):
+    """It had no text: which column is the flow, which the masks, was left to the legend."""
+    from geogen.sheet import TITLE_H, column_titles
+    assert column_titles(2) == ["frame 0", "frame 1", "flow 0->1", "visible 0", "visible 1",
+                                "amodal circle", "amodal square", "amodal triangle"]
+    assert column_titles(3)[2:5] == ["frame 2", "flow 0->1", "flow 1->2"]
+    out = tmp_path / "s.png"
+    res = CliRunner().invoke(main, ["show", str(small), "--index", "0-1", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    band = np.asarray(Image.open(out).convert("L"))[:TITLE_H]          # (TITLE_H, width)
+    tile, gap = 96, 2
+    lefts = [gap + c * (tile + gap) for c in range(8)] + [band.shape[1] - gap - tile]  # + key
+    for x in lefts:  # black text above every column, the flow key's too
+        assert (band[:, x:x + tile] < 80).sum() > 20, x
+    assert (band[:, lefts[-2] + tile + gap:lefts[-1] - gap] > 200).all(), "no text between"

@@ -154,9 +154,9 @@ def test_show_writes_a_contact_sheet(made, tmp_path):
     assert res.exit_code == 0, res.output
     from PIL import Image
     img = np.asarray(Image.open(out))
-    # 3 rows; 2 frames + 1 flow + 2 visible + 3 masks = 8 tiles of 96 px (32 px enlarged 3x),
-    # then the flow's key in a column of its own
-    assert img.shape == (3 * 98 + 2, 8 * 98 + 2 + 12 + 96 + 2, 3)
+    # the titles' band of 16 px, then 3 rows; 2 frames + 1 flow + 2 visible + 3 masks = 8
+    # tiles of 96 px (32 px enlarged 3x), then the flow's key in a column of its own
+    assert img.shape == (16 + 3 * 98 + 2, 8 * 98 + 2 + 12 + 96 + 2, 3)
     res = CliRunner().invoke(main, ["show", str(made), "--index", "9-12", "-o", str(out)])
     assert res.exit_code != 0 and "out of range" in res.output
 

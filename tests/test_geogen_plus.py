@@ -190,7 +190,7 @@ def test_show_draws_geo_plus_rows(tmp_path):
     sheet = np.asarray(Image.open(out))
     stored = read_split(root, "test", ("frames",))["frames"]           # (N, T, H, W, 3)
     tile = 96                                                          # 32 px enlarged 3x
-    first = sheet[2:2 + tile, 2:2 + tile]                              # row 0, frame 0
+    first = sheet[16 + 2:16 + 2 + tile, 2:2 + tile]                    # row 0, frame 0
     assert np.array_equal(first[::3, ::3], stored[0, 0]), "the frame is shown as stored"
     assert json.loads((root / "run.json").read_text())["variant"] == "geo+"
 
