@@ -259,3 +259,26 @@ def test_an_unreadable_image_names_its_file_and_can_be_skipped(tmp_path):
     res = CliRunner().invoke(main, ["make", "--n", "4", "--size", "32", "--skip-bad-images",
                                     "--out", str(tmp_path / "g"), "--quiet"])
     assert res.exit_code == 1 and "apply to geo+" in res.output
+
+
+def test_the_readme_command_for_own_folders_runs(tmp_path):
+    """The README's Geo+ command from one's own texture and background folders, its options
+    as written (only the folders and the counts made small)."""
+    import re
+    import shlex
+    from pathlib import Path
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```\n(.*?)```", readme, re.S) if "--textures" in b)
+    args = shlex.split(block.replace("\\\n", " "))
+    assert args[:2] == ["geogen", "make"]
+    tex = _write_images(tmp_path / "brodatz", 2, grey=True)
+    bgs = _write_images(tmp_path / "imagenet" / "train" / "n01440764", 2).parent
+    swap = {"~/brodatz": str(tex), "~/imagenet/train": str(bgs), "100000": "8",
+            "data/geoplus-own": str(tmp_path / "own")}
+    args = [swap.get(a, a) for a in args[2:]]
+    res = CliRunner().invoke(main, ["make", *args, "--val", "0", "--test", "0", "--size", "32",
+                                    "--workers", "1", "--quiet"])
+    assert res.exit_code == 0, res.output
+    used = shards.read_manifest(tmp_path / "own")["sources"]
+    assert used["textures"]["names"] == ["im0.png", "im1.png"]
+    assert used["backgrounds"]["names"] == ["n01440764/im0.png", "n01440764/im1.png"]
