@@ -52,6 +52,16 @@ def _shards_are_whole(root):
             f["label"][-1:]  # the last chunk decompresses
 
 
+def _kept_whole_then_resumed(root, monkeypatch):
+    """A stopped run: no .tmp, no manifest, its shards whole; --resume then finishes it."""
+    assert _leftovers(root) == [] and not (root / "manifest.json").exists()
+    _shards_are_whole(root)
+    monkeypatch.undo()
+    res = CliRunner().invoke(main, ARGS + ["--out", str(root), "--resume", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    assert shards.verify(root) == []
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, monkeypatch, capfd, workers):
     root = tmp_path / "d"
@@ -72,12 +82,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, monkeypatch, capfd, 
     assert "--resume" in res.output and len(res.output.strip().splitlines()) == 1
     err = capfd.readouterr().err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    assert _leftovers(root) == [] and not (root / "manifest.json").exists()
-    _shards_are_whole(root)
-    monkeypatch.undo()
-    res = CliRunner().invoke(main, ARGS + ["--out", str(root), "--resume", "--workers", "1"])
-    assert res.exit_code == 0, res.output
-    assert shards.verify(root) == []
+    _kept_whole_then_resumed(root, monkeypatch)
 
 
 def _sigterm_self(*args):
@@ -104,12 +109,7 @@ def test_sigterm_stops_as_ctrl_c_does_and_resume_finishes(tmp_path, monkeypatch,
     assert "Traceback" not in capfd.readouterr().err
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before, \
         "the handlers are the command's alone"
-    assert _leftovers(root) == [] and not (root / "manifest.json").exists()
-    _shards_are_whole(root)
-    monkeypatch.undo()
-    res = CliRunner().invoke(main, ARGS + ["--out", str(root), "--resume", "--workers", "1"])
-    assert res.exit_code == 0, res.output
-    assert shards.verify(root) == []
+    _kept_whole_then_resumed(root, monkeypatch)
 
 
 @pytest.mark.parametrize("sig, status, word", [(signal.SIGTERM, 143, "terminated"),
