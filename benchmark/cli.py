@@ -148,7 +148,8 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
 def table_cmd(fmt, results, profile, output):
     """Print Tables 1-3 from the records: our mean +- std beside the paper's numbers."""
     from benchmark.records import load_records, write_text_atomic
-    from benchmark.tables import RENDERERS, build_tables
+    from benchmark.render import RENDERERS
+    from benchmark.tables import build_tables
     records, problems = load_records(list(results) or [COMMITTED, LOCAL])
     for p in problems:
         click.echo(f"skipped: {p}", err=True)
