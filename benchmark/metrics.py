@@ -1,19 +1,24 @@
 """Part metrics over numpy arrays: mask IoU with capsule-to-slot matching, flow EPE, ARI.
 
 Letters: B images in a batch, K capsules (predicted parts), S = 3 ground-truth shape
-slots (geogen.schema.SLOTS), H, W image side, P = H * W pixels.
+slots (geogen.schema.SLOTS), T thresholds of the sweep, H, W image side, P = H * W pixels.
 
 Every metric is an accumulator over sufficient statistics, so 10k test images are
 scored batch by batch with memory independent of N:
 
 - `SegmentationScore` keeps, for amodal and visible masks, the (K, S) sums of
-  per-image IoU over the images where slot s is present, the per-slot counts, and the
-  per-slot sums under per-image Hungarian matching.
+  per-image IoU over the images where slot s is present (visible: one per threshold of
+  the sweep), the per-slot counts, the per-slot sums under per-image Hungarian matching,
+  the per-slot sums of the best visible overlap (mBO) and of the ceiling.
 - `FlowScore` keeps end-point-error sums and pixel counts.
 - `AriScore` keeps the sum of per-image foreground ARI and the image count.
 
-Conventions (the same for every method):
-- A mask pixel is "on" when its probability is > 0.5.
+Conventions (the same for every method; the paper's rule for visibility masks: normalise,
+then threshold at 0.5):
+- A mask pixel is "on" when its value is > 0.5. Each method hands over its maps already
+  normalised in its own way (its adapter says how: a softmax share of the pixel, EM
+  responsibilities, a motion magnitude over its own maximum), and the metrics threshold
+  them as given, so one method's masks may overlap where its maps say so.
 - IoU of two empty masks is 1 (they agree); the ground truth of a present slot is
   never empty in practice, so this only matters for degenerate inputs.
 - A slot's IoU is averaged over the images where it is present (`present`, from the
@@ -22,10 +27,17 @@ Conventions (the same for every method):
 - "all" is the mean over present (image, slot) pairs, not the mean of the three
   per-class numbers: circle is present in every image, so it weighs more.
 - Fixed assignment: one capsule per slot, chosen once by Hungarian matching
-  (maximising) on the test-set mean amodal IoU matrix; capsule identities are meant to
-  be stable across images. Per-image assignment: Hungarian on each image's amodal IoU
-  matrix over its present slots. The visible IoU uses the same two matchings (chosen
-  on amodal masks), so both numbers describe the same capsule-to-shape map.
+  (maximising) on the test-set mean IoU matrix; capsule identities are meant to be
+  stable across images. Amodal and visible IoU each choose their own, on their own
+  matrix, so the visible IoU of a visible-only method and of an amodal one are scored
+  the same way. Per-image assignment: Hungarian on each image's IoU matrix over its
+  present slots (it forgives methods whose groups are interchangeable).
+- The sweep: the visible IoU (fixed assignment, each threshold choosing its own) at
+  thresholds 0.3, 0.5 and 0.7; how far it moves says how soft a method's maps are.
+- mBO (mean best overlap): for each slot with a non-empty visible mask, the best visible
+  IoU of any of the K masks, averaged; no assignment, so a mask may serve two slots.
+- Ceiling: the ground-truth visible mask of each present slot scored against its amodal
+  mask. It is what a perfect visible-only segmentation scores against the amodal truth.
 """
 from __future__ import annotations
 
@@ -36,7 +48,13 @@ from scipy.optimize import linear_sum_assignment
 
 from geogen.schema import BACKGROUND, S, SLOTS
 
-THRESHOLD = 0.5  # a probability above this puts the pixel inside the mask
+THRESHOLD = 0.5  # a value above this puts the pixel inside the mask
+SWEEP = (0.3, 0.5, 0.7)  # the thresholds of the visible IoU sweep
+MAIN = SWEEP.index(THRESHOLD)  # the sweep's entry that is the visible IoU itself
+# What the records' segmentation numbers mean: 2 = the rules above. Records without the
+# field were scored under rule 1 (visible maps normalised over k by the metrics before the
+# threshold; the visible IoU taken at the amodal assignment; no sweep, mBO or ceiling).
+SEGMENTATION_RULE = 2
 
 
 def iou_matrix(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
@@ -67,15 +85,9 @@ def hungarian(score: np.ndarray) -> np.ndarray:
     return out
 
 
-def visible_masks(visible: np.ndarray) -> np.ndarray:
-    """Lambda+_k normalised over k, then thresholded: (B, K, H, W) float -> bool.
-
-    The normalisation makes the rule independent of whether a method's visibility
-    already sums to one (softmax layering) or not.
-    """
-    total = visible.sum(axis=1, keepdims=True)  # (B, 1, H, W)
-    norm = visible / np.maximum(total, 1e-12)  # (B, K, H, W)
-    return norm > THRESHOLD
+def visible_masks(visible: np.ndarray, threshold: float = THRESHOLD) -> np.ndarray:
+    """A method's visibility maps, normalised by the method, thresholded: (B, K, H, W) -> bool."""
+    return visible > threshold
 
 
 def slot_masks(visible_map: np.ndarray) -> np.ndarray:
@@ -84,73 +96,112 @@ def slot_masks(visible_map: np.ndarray) -> np.ndarray:
     return visible_map[:, None, :, :] == labels[None, :, None, None]
 
 
+def _per_image_matched(iou: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """(S,) sums over the batch of the IoU under each image's own Hungarian matching.
+
+    iou: (B, K, S); present: (B, S) bool.
+    """
+    out = np.zeros(S)
+    for b in range(iou.shape[0]):
+        slots = np.flatnonzero(present[b])
+        caps = hungarian(iou[b][:, slots])  # (S',)
+        ok = caps >= 0
+        out[slots[ok]] += iou[b, caps[ok], slots[ok]]
+    return out
+
+
 @dataclass
 class SegmentationScore:
     """Amodal and visible IoU of K predicted masks against the S shape slots."""
 
     K: int
     amodal_sum: np.ndarray = field(init=False)  # (K, S) sum of per-image amodal IoU
-    visible_sum: np.ndarray = field(init=False)  # (K, S) same for visible masks
+    visible_sum: np.ndarray = field(init=False)  # (T, K, S) same for visible masks, per threshold
     count: np.ndarray = field(init=False)  # (S,) images where the slot is present
     per_image_amodal: np.ndarray = field(init=False)  # (S,) IoU sums, per-image matching
     per_image_visible: np.ndarray = field(init=False)  # (S,)
+    best_visible: np.ndarray = field(init=False)  # (S,) sums of the best visible IoU (mBO)
+    seen: np.ndarray = field(init=False)  # (S,) images where the slot's visible mask is not empty
+    ceiling_sum: np.ndarray = field(init=False)  # (S,) IoU of gt visible against gt amodal
 
     def __post_init__(self) -> None:
         self.amodal_sum = np.zeros((self.K, S))
-        self.visible_sum = np.zeros((self.K, S))
+        self.visible_sum = np.zeros((len(SWEEP), self.K, S))
         self.count = np.zeros(S, dtype=np.int64)
         self.per_image_amodal = np.zeros(S)
         self.per_image_visible = np.zeros(S)
+        self.best_visible = np.zeros(S)
+        self.seen = np.zeros(S, dtype=np.int64)
+        self.ceiling_sum = np.zeros(S)
 
     def update(self, masks: np.ndarray, visible: np.ndarray, gt_amodal: np.ndarray,
                gt_visible: np.ndarray, present: np.ndarray) -> None:
         """Add a batch.
 
         Args:
-            masks: (B, K, H, W) amodal probabilities Lambda_k.
-            visible: (B, K, H, W) visibility Lambda+_k (normalised here).
+            masks: (B, K, H, W) amodal values Lambda_k in [0, 1].
+            visible: (B, K, H, W) visibility Lambda+_k in [0, 1], normalised by the method.
             gt_amodal: (B, S, H, W) bool.
             gt_visible: (B, H, W) uint8 label map (0 background, s + 1 slot s).
             present: (B, S) bool.
         """
         if masks.shape[1] != self.K:
             raise ValueError(f"expected {self.K} capsules, got {masks.shape[1]}")
-        amodal_iou = iou_matrix(masks > THRESHOLD, gt_amodal)  # (B, K, S)
-        visible_iou = iou_matrix(visible_masks(visible), slot_masks(gt_visible))  # (B, K, S)
+        gt_vis = slot_masks(gt_visible)  # (B, S, H, W)
         w = present[:, None, :].astype(np.float64)  # (B, 1, S)
+        amodal_iou = iou_matrix(masks > THRESHOLD, gt_amodal)  # (B, K, S)
         self.amodal_sum += (amodal_iou * w).sum(0)
-        self.visible_sum += (visible_iou * w).sum(0)
+        sweep = [iou_matrix(visible_masks(visible, t), gt_vis) for t in SWEEP]  # T x (B, K, S)
+        self.visible_sum += (np.stack(sweep) * w[None]).sum(1)
+        visible_iou = sweep[MAIN]  # (B, K, S)
         self.count += present.sum(0)
-        for b in range(masks.shape[0]):
-            slots = np.flatnonzero(present[b])
-            caps = hungarian(amodal_iou[b][:, slots])  # (S',)
-            ok = caps >= 0
-            self.per_image_amodal[slots[ok]] += amodal_iou[b, caps[ok], slots[ok]]
-            self.per_image_visible[slots[ok]] += visible_iou[b, caps[ok], slots[ok]]
+        self.per_image_amodal += _per_image_matched(amodal_iou, present)
+        self.per_image_visible += _per_image_matched(visible_iou, present)
+        shown = present & gt_vis.any(axis=(2, 3))  # (B, S) slots with visible pixels
+        self.best_visible += (visible_iou.max(1) * shown).sum(0)
+        self.seen += shown.sum(0)
+        ceiling = iou_matrix(gt_vis, gt_amodal)  # (B, S, S); the diagonal pairs slot s with s
+        self.ceiling_sum += (np.diagonal(ceiling, axis1=1, axis2=2) * present).sum(0)
 
     def mean_matrix(self) -> np.ndarray:
         """(K, S) mean amodal IoU over the images where each slot is present."""
         return self.amodal_sum / np.maximum(self.count, 1)[None, :]
 
     def assignment(self) -> np.ndarray:
-        """Fixed assignment: the capsule for each slot, (S,) (-1 if K < S)."""
+        """Fixed assignment on the amodal masks: the capsule for each slot, (S,) (-1 if K < S)."""
         return hungarian(self.mean_matrix())
 
     def compute(self) -> dict:
-        """Per-class and "all" IoU for both matchings, plus the assignment itself."""
+        """Per-class and "all" numbers for both matchings, the sweep, mBO, the ceiling and
+        both fixed assignments."""
         caps = self.assignment()  # (S,)
-        ok = caps >= 0
-        fixed_a, fixed_v = np.zeros(S), np.zeros(S)
-        fixed_a[ok] = self.amodal_sum[caps[ok], np.flatnonzero(ok)]
-        fixed_v[ok] = self.visible_sum[caps[ok], np.flatnonzero(ok)]
+        per_count = np.maximum(self.count, 1)[None, :]  # (1, S)
+        vcaps = [hungarian(sums / per_count) for sums in self.visible_sum]  # T x (S,)
+        sweep = {f"{t:.1f}": _per_class(_fixed(sums, c), self.count)
+                 for t, sums, c in zip(SWEEP, self.visible_sum, vcaps)}
+        visible_caps = vcaps[MAIN]  # (S,)
         return {
-            "amodal_iou": _per_class(fixed_a, self.count),
+            "segmentation_rule": SEGMENTATION_RULE,
+            "amodal_iou": _per_class(_fixed(self.amodal_sum, caps), self.count),
             "amodal_iou_per_image": _per_class(self.per_image_amodal, self.count),
-            "visible_iou": _per_class(fixed_v, self.count),
+            "visible_iou": sweep[f"{THRESHOLD:.1f}"],  # the sweep's 0.5 entry
             "visible_iou_per_image": _per_class(self.per_image_visible, self.count),
+            "visible_iou_sweep": sweep,
+            "visible_mbo": _per_class(self.best_visible, self.seen),
+            "ceiling": _per_class(self.ceiling_sum, self.count),
             "assignment": {SLOTS[s]: int(caps[s]) for s in range(S)},
+            "visible_assignment": {SLOTS[s]: int(visible_caps[s]) for s in range(S)},
             "count": {SLOTS[s]: int(self.count[s]) for s in range(S)},
+            "visible_count": {SLOTS[s]: int(self.seen[s]) for s in range(S)},
         }
+
+
+def _fixed(sums: np.ndarray, caps: np.ndarray) -> np.ndarray:
+    """(S,) IoU sums of the assigned capsule of each slot; 0 where a slot has none."""
+    out = np.zeros(S)
+    ok = caps >= 0
+    out[ok] = sums[caps[ok], np.flatnonzero(ok)]
+    return out
 
 
 def _per_class(sums: np.ndarray, count: np.ndarray) -> dict:

@@ -20,7 +20,8 @@ def tables_text(roots: list[Path], fmt: str = "md", profile: str | None = None,
     """Tables 1-3 from the records under `roots` (later roots shadow earlier ones' runs), each
     skipped file passed to `warn`."""
     from benchmark.records import load_records
-    from benchmark.tables import RENDERERS, build_tables
+    from benchmark.render import RENDERERS
+    from benchmark.tables import build_tables
     records, problems = load_records(roots)
     for p in problems:
         warn(f"skipped: {p}")

@@ -9,7 +9,10 @@ tables select by the fields inside a record, never by its place in the tree.
 Files are written to a temporary name and renamed, so a half-written record never looks
 complete. Records of an older `record_version` are reported, never read silently. Fields added
 since version 1 without a bump (each read with the default that every earlier record had):
-`partial` (False), `uses_ground_truth` ([]), `amodal` (True), `checkpoint_sha256` (None).
+`partial` (False), `uses_ground_truth` ([]), `amodal` (True), `checkpoint_sha256` (None); and
+inside `metrics`, `segmentation_rule` (1: the rule its segmentation numbers were scored under,
+benchmark.metrics.SEGMENTATION_RULE; the tables read the visible numbers of current-rule
+records only).
 """
 from __future__ import annotations
 

@@ -65,13 +65,20 @@ class TrainSpec:
     extra_data: dict[str, Path] = field(default_factory=dict)
 
 
+# float32 rounding of a normalised map (a softmax share, a sum of shares) may pass 1 by an ulp
+VISIBLE_SLACK = 1e-5
+
+
 @dataclass(frozen=True)
 class Prediction:
     """What every method returns for a batch of frame pairs.
 
     masks: (B, K, H, W) float in [0, 1], amodal part masks Lambda_k.
-    visible: (B, K, H, W) float >= 0, visibility Lambda+_k (normalised over k by the
-        metrics; a method without layering may pass its masks).
+    visible: (B, K, H, W) float in [0, 1], visibility Lambda+_k, normalised by the method
+        (its adapter says how: the layering's share of each pixel, EM responsibilities, a
+        map over its own maximum); the metrics threshold each map at 1/2 as given, so a
+        method whose maps overlap gets overlapping masks. A method without layering may
+        pass its masks.
     flow: (B, 2, H, W) float pixels (dx, dy) from frame 0 to frame 1 on frame 0's grid
         (geogen.schema's `flow` convention), or None where a method predicts no flow.
     features: (B, F) float, the vector the k-means protocol clusters (each method
@@ -96,8 +103,13 @@ class Prediction:
             raise BenchmarkError(f"flow must be ({batch}, 2, {size}, {size}), got {self.flow.shape}")
         if self.features.ndim != 2 or self.features.shape[0] != batch:
             raise BenchmarkError(f"features must be (B={batch}, F), got {self.features.shape}")
-        if not (np.isfinite(self.masks).all() and np.isfinite(self.features).all()):
+        if not (np.isfinite(self.masks).all() and np.isfinite(self.visible).all()
+                and np.isfinite(self.features).all()):
             raise BenchmarkError("prediction holds NaN or inf values")
+        if self.visible.min() < 0 or self.visible.max() > 1 + VISIBLE_SLACK:
+            raise BenchmarkError(f"visible must hold values in [0, 1] (each method normalises "
+                                 f"its own maps), got {self.visible.min():.3g} to "
+                                 f"{self.visible.max():.3g}")
         for name, maps in self.extras.items():
             if maps.ndim != 4 or maps.shape[0] != batch or maps.shape[2:] != (size, size):
                 raise BenchmarkError(f"extras[{name!r}] must be (B={batch}, K', {size}, {size}), "

@@ -271,11 +271,12 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
             test_limit=req.test_limit, partial=p.partial_pairs is not None)
         path = records.write_record(req.results, rec, force=req.force)
         data_s = 0.0  # only the first seed paid for the data
-        iou = metrics["amodal_iou"]
         echo(f"record: {path}" + (f" (partial, {metrics['n_test']} test pairs: the tables skip "
                                   f"it)" if rec["partial"] else ""))
-        echo(f"amodal IoU (fixed assignment): all {_fmt(iou['all'])}, "
-             + ", ".join(f"{k} {_fmt(iou[k])}" for k in ("circle", "square", "triangle")))
+        for kind in ("amodal", "visible"):
+            iou = metrics[f"{kind}_iou"]
+            echo(f"{kind} IoU (fixed assignment): all {_fmt(iou['all'])}, "
+                 + ", ".join(f"{k} {_fmt(iou[k])}" for k in ("circle", "square", "triangle")))
         written.append(path)
     return written
 

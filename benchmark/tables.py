@@ -10,13 +10,19 @@ What each table holds is benchmark.paper_tables (the paper's rows and methods) p
   generator's current settings come first; a cell that only older data fills says which
   (e.g. "4x4 data": the edge subsamples, see geogen.schema). A cell filled from a user's own
   records (runs/records) says "local".
-- Table 1 and Table 3 report amodal IoU with the fixed capsule-to-slot assignment
-  (benchmark.metrics); Table 2 the k-means test accuracies (benchmark.clustering).
+- Table 1 comes in two parts, both with the fixed capsule-to-slot assignment
+  (benchmark.metrics): 1a amodal IoU, where a method with visible-only masks shows the
+  ceiling (the ground-truth visible masks scored against the amodal truth, read from the
+  records of the dataset) and never a score; 1b visible IoU for every method, from records
+  scored under the current segmentation rule only (metrics.SEGMENTATION_RULE; older ones are
+  named in a note, with the command that re-scores those whose checkpoint is committed).
+  The paper's cells stand beside the measure they report (paper_tables.TABLE1_PAPER_VISIBLE).
+  The csv adds the per-image assignment's number and the ceiling as columns of their own.
+- Table 3 reports amodal IoU with the fixed assignment; Table 2 the k-means test accuracies
+  (benchmark.clustering).
 """
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -24,6 +30,7 @@ import numpy as np
 
 from benchmark import paper_tables as spec
 from benchmark.datasets import LEGACY_SUPERSAMPLE, current_supersample
+from benchmark.metrics import SEGMENTATION_RULE
 from benchmark.paper import paper_cell
 from benchmark.paper import paper_text as text_numbers
 from benchmark.profiles import by_rank
@@ -45,8 +52,12 @@ class Cell:
     local: bool = False  # filled from a user's own records rather than the committed ones
     sources: tuple[str, ...] = ()  # the record files
     mark: str = ""  # a footnote mark after our number
+    per_image: tuple[float, ...] = ()  # the same runs under per-image assignment (csv only)
+    ceiling: float | None = None  # shown instead of a score (a visible-only method, Table 1a)
 
     def ours(self) -> str:
+        if self.ceiling is not None:
+            return f"ceiling {self.ceiling:.3f}"
         if self.na:
             return self.na
         if not self.values:
@@ -88,8 +99,23 @@ def _supersample(r: dict) -> int:
     return int((r.get("data") or {}).get("supersample") or LEGACY_SUPERSAMPLE)
 
 
+def _values(runs: list[dict], value: Callable[[dict], float | None] | None) -> tuple[float, ...]:
+    if value is None:
+        return ()
+    out = []
+    for r in runs:
+        try:
+            v = value(r["metrics"])
+        except (KeyError, TypeError):
+            v = None
+        if v is not None:
+            out.append(float(v))
+    return tuple(out)
+
+
 def _select(records: list[dict], method: str, dataset: str, keep: Callable[[dict], bool],
-            value: Callable[[dict], float | None], profile: str | None, **paper) -> Cell:
+            value: Callable[[dict], float | None], profile: str | None,
+            per_image: Callable[[dict], float | None] | None = None, **paper) -> Cell:
     """The cell for records of a method and dataset that pass `keep`: runs on the current data
     if there are any, then the best profile (or only `profile`)."""
     chosen = [r for r in records if r["method"] == method and r["dataset"] == dataset
@@ -100,15 +126,7 @@ def _select(records: list[dict], method: str, dataset: str, keep: Callable[[dict
         if not runs:
             continue
         older = sorted({_supersample(r) for r in runs} - {current_supersample()})
-        values = []
-        for r in runs:
-            try:
-                v = value(r["metrics"])
-            except (KeyError, TypeError):
-                v = None
-            if v is not None:
-                values.append(float(v))
-        return Cell(values=tuple(values), profile=name,
+        return Cell(values=_values(runs, value), per_image=_values(runs, per_image), profile=name,
                     data=" and ".join(f"{s}x{s}" for s in older) + " data" if older else "",
                     local=any(r.get("_local") for r in runs),
                     sources=tuple(r.get("_path", "") for r in runs), **paper)
@@ -137,37 +155,168 @@ def _run_cmd(method: str, dataset: str, profile: str | None) -> str:
     return f"flowbench run {method} --dataset {dataset}" + (f" --profile {profile}" if profile else "")
 
 
+def _visible_only(method) -> bool:
+    return method is not None and not method.amodal
+
+
+def _scored_now(r: dict) -> bool:
+    """Whether a record's segmentation numbers follow the current rule (benchmark.metrics)."""
+    return (r.get("metrics") or {}).get("segmentation_rule", 1) == SEGMENTATION_RULE
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The ceiling of a dataset's test pairs, as the records scored under the current rule
+    computed it (every full record of a dataset scores the same test pairs)."""
+
+    values: dict[str, float | None]  # per part and "all"
+    n_test: int
+    source: str  # the record it was read from
+
+
+def _ceiling(records: list[dict], dataset: str) -> Ceiling | None:
+    """The ceiling of the dataset from its records: the current data first, then the most test
+    pairs; None when no record scored under the current rule has one."""
+    have = [r for r in records if r["dataset"] == dataset and _scored_now(r)
+            and r["metrics"].get("ceiling")]
+    pool = [r for r in have if _supersample(r) == current_supersample()] or have
+    if not pool:
+        return None
+    r = min(pool, key=lambda r: (-int(r["metrics"].get("n_test") or 0), r.get("_path", "")))
+    return Ceiling(r["metrics"]["ceiling"], int(r["metrics"].get("n_test") or 0),
+                   r.get("_path", ""))
+
+
+def _gt_note(label: str) -> str:
+    return f"{GT_MARK} {label}: sees the ground-truth flow at test time."
+
+
+def _part(key: str, part: str) -> Callable[[dict], float | None]:
+    return lambda met: met[key][part]
+
+
 def table1(records: list[dict], methods: dict, profile: str | None = None) -> Table:
+    """Table 1a: amodal IoU; a visible-only method's cells hold the dataset's ceiling."""
     cols = _methods_of(spec.TABLE1, methods)
     headers, notes = [], []
     for name, label in cols:
         m = methods.get(name)
         marks = ""
-        if m is not None and not m.amodal:
+        if _visible_only(m):
             marks += AMODAL_MARK
-            notes.append(f"{AMODAL_MARK} {label}: visible-only masks, scored against the amodal "
-                         f"ground truth; its visible IoU is in its records (metrics.visible_iou).")
+            notes.append(f"{AMODAL_MARK} {label}: visible-only masks; its cells here are the "
+                         f"ceiling (what the ground-truth visible masks score against the amodal "
+                         f"truth), not a score; its visible IoU is in Table 1b.")
         if m is not None and "flow" in m.uses_ground_truth:
             marks += GT_MARK
-            notes.append(f"{GT_MARK} {label}: sees the ground-truth flow at test time.")
+            notes.append(_gt_note(label))
         headers.append(label + marks)
     t = Table(spec.TABLE1.title, ["dataset", "shape"], headers, notes=notes)
+    ceilings = {ds: _ceiling(records, ds) for ds in spec.DATASETS}
     for ds in spec.DATASETS:
         for part in spec.PARTS:
             cells = []
             for name, _ in cols:
-                paper = _paper(1, ds, name, part, name in spec.TABLE1.paper_methods)
-                c = _select(records, name, ds, _no_overrides,
-                            lambda met, part=part: met["amodal_iou"][part], profile, **paper)
+                paper = _paper(1, ds, name, part, name in spec.TABLE1.paper_methods
+                               and name not in spec.TABLE1_PAPER_VISIBLE)
+                if _visible_only(methods.get(name)):
+                    ceil = ceilings[ds]
+                    cells.append(Cell(ceiling=ceil.values.get(part), sources=(ceil.source,),
+                                      **paper) if ceil else Cell(na="ceiling: -", **paper))
+                    continue
+                c = _select(records, name, ds, _no_overrides, _part("amodal_iou", part),
+                            profile, per_image=_part("amodal_iou_per_image", part), **paper)
                 cells.append(c)
                 if c.profile is None:
                     t.missing.add(_run_cmd(name, ds, profile))
             t.rows.append(([spec.DATASET_TITLES[ds], part], cells))
+    _exercise_rows(t, cols, visible=False)
+    known = [(ds, c) for ds, c in ceilings.items() if c]
+    if known:
+        t.notes.append("Ceiling: the ground-truth visible masks scored against the amodal truth "
+                       "of the same test pairs, " + "; ".join(
+                           f"{spec.DATASET_TITLES[ds]} ({c.n_test} pairs): "
+                           + ", ".join(f"{p} {c.values[p]:.3f}" for p in spec.PARTS
+                                       if c.values.get(p) is not None)
+                           for ds, c in known) + ".")
+    t.notes.append(f"The paper's {' and '.join(_paper_titles(methods))} cells are in Table 1b: "
+                   f"those methods give visible-only masks, so the paper's numbers can only be "
+                   f"visible IoU.")
+    t.notes += [f"The paper's text: {p.what}: {p.value:g}." for p in text_numbers(1)]
+    return t
+
+
+def _paper_titles(methods: dict) -> list[str]:
+    return [methods[n].title if n in methods else spec.PAPER_TITLES[n]
+            for n in spec.TABLE1_PAPER_VISIBLE]
+
+
+def _exercise_rows(t: Table, cols: list[tuple[str, str]], visible: bool) -> None:
+    """The Exercise rows: the paper's numbers where they belong, ours not public."""
     for part in spec.EXERCISE_PARTS:
         t.rows.append((["Exercise", part], [
-            Cell(na=NOT_PUBLIC, **_paper(1, "exercise", n, part, n in spec.TABLE1.paper_methods))
+            Cell(na=NOT_PUBLIC, **_paper(1, "exercise", n, part, n in spec.TABLE1.paper_methods
+                                         and (n in spec.TABLE1_PAPER_VISIBLE) == visible))
             for n, _ in cols]))
-    t.notes += [f"The paper's text: {p.what}: {p.value:g}." for p in text_numbers(1)]
+
+
+def _fill_cmds(older: list[dict], method: str, dataset: str, profile: str | None) -> list[str]:
+    """What fills an empty Table 1b cell: re-scoring the committed checkpoints of the records
+    the cell would show (current data, best profile), or else a run."""
+    mine = [r for r in older if r["method"] == method and r["dataset"] == dataset]
+    mine = [r for r in mine if _supersample(r) == current_supersample()] or mine
+    for name in by_rank():
+        kept = [r for r in mine if r["profile"] == name and r.get("checkpoint_sha256")]
+        if kept:
+            return [f"flowbench run {method} --dataset {dataset} --profile {name} --seeds "
+                    f"{r['seed']} --checkpoint {r['checkpoint']}" for r in kept]
+    return [_run_cmd(method, dataset, profile)]
+
+
+def table1_visible(records: list[dict], methods: dict, profile: str | None = None) -> Table:
+    """Table 1b: visible IoU of every method, from records scored under the current rule."""
+    cols = _methods_of(spec.TABLE1, methods)
+    headers, notes = [], []
+    for name, label in cols:
+        m = methods.get(name)
+        sees = m is not None and "flow" in m.uses_ground_truth
+        headers.append(label + (GT_MARK if sees else ""))
+        if sees:
+            notes.append(_gt_note(label))
+    t = Table(spec.TABLE1_VISIBLE_TITLE, ["dataset", "shape"], headers, notes=notes)
+    older = [r for r in records if _no_overrides(r) and not _scored_now(r)
+             and r["method"] in dict(cols) and r["dataset"] in spec.DATASETS
+             and (profile is None or r["profile"] == profile)]
+
+    def now(r: dict) -> bool:
+        return _no_overrides(r) and _scored_now(r)
+    for ds in spec.DATASETS:
+        for part in spec.PARTS:
+            cells = []
+            for name, _ in cols:
+                paper = _paper(1, ds, name, part, name in spec.TABLE1_PAPER_VISIBLE
+                               and name in spec.TABLE1.paper_methods)
+                c = _select(records, name, ds, now, _part("visible_iou", part), profile,
+                            per_image=_part("visible_iou_per_image", part), **paper)
+                cells.append(c)
+                if c.profile is None:
+                    t.missing.update(_fill_cmds(older, name, ds, profile))
+            t.rows.append(([spec.DATASET_TITLES[ds], part], cells))
+    _exercise_rows(t, cols, visible=True)
+    if older:
+        groups: dict[tuple[str, str, str, int], list[int]] = {}
+        for r in older:
+            key = (r["method"], r["dataset"], r["profile"], _supersample(r))
+            groups.setdefault(key, []).append(r["seed"])
+        titles = dict(cols)
+        t.notes.append("Scored under the former segmentation rule and left out of this table "
+                       "(results/README.md): " + "; ".join(
+                           f"{titles[m]} on {spec.DATASET_TITLES[ds]} ({p}"
+                           f"{'' if ss == current_supersample() else f', {ss}x{ss} data'}, "
+                           f"seed{'s' if len(seeds) > 1 else ''} "
+                           f"{', '.join(map(str, sorted(seeds)))})"
+                           for (m, ds, p, ss), seeds in sorted(groups.items())) + ".")
+    t.notes.append("The paper's FlowCapsules cells are in Table 1a (its amodal masks).")
     return t
 
 
@@ -234,88 +383,10 @@ def table3(records: list[dict], methods: dict | None = None, profile: str | None
 
 def build_tables(records: list[dict], methods: dict | None = None,
                  profile: str | None = None) -> list[Table]:
-    """Tables 1-3; `methods` defaults to the registry, `profile` restricts cells to one."""
+    """Tables 1a, 1b, 2 and 3; `methods` defaults to the registry, `profile` restricts cells
+    to one."""
     if methods is None:
         from benchmark.registry import load_methods
         methods = load_methods()
-    return [table1(records, methods, profile), table2(records, methods, profile),
-            table3(records, methods, profile)]
-
-
-def _header(t: Table) -> list[str]:
-    return t.row_header + [h for c in t.columns for h in (f"{c} (ours)", f"{c} (paper)")]
-
-
-def _body(t: Table) -> list[list[str]]:
-    return [list(labels) + [s for c in cells for s in (c.ours(), c.theirs())]
-            for labels, cells in t.rows]
-
-
-LEGEND = ("ours: mean ± std over seeds (profile, seeds), from the result records "
-          "(results/records; \"local\": your own runs in runs/records); "
-          "paper: Sabour et al., ICML 2021 (benchmark/data/paper.json); "
-          "- = no run yet; n/r = the paper reports no number; \"4x4 data\": runs on data made "
-          "with the generator's former 4 x 4 edge subsamples (geogen.schema), shown only where "
-          "no run on the current data fills the cell.")
-
-
-def render_markdown(tables: list[Table]) -> str:
-    parts = [LEGEND]
-    for t in tables:
-        head = [h.replace("|", "\\|") for h in _header(t)]
-        lines = [f"**{t.title}**", "", "| " + " | ".join(head) + " |",
-                 "|" + "|".join("---" for _ in head) + "|"]
-        # A bare "|" (as in |s|) would split a markdown cell.
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in _body(t)]
-        if t.notes:
-            lines += [""] + t.notes
-        if t.missing:
-            lines += ["", "Cells marked - have no value yet; the runs that fill them: "
-                      + "; ".join(f"`{c}`" for c in sorted(t.missing)) + "."]
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts) + "\n"
-
-
-def _latex_escape(s: str) -> str:
-    return (s.replace("\\", "\\textbackslash{}").replace("&", "\\&").replace("%", "\\%")
-            .replace("_", "\\_").replace("#", "\\#").replace("|", "$|$").replace("±", "$\\pm$")
-            .replace(AMODAL_MARK, "$^\\dagger$").replace(GT_MARK, "$^\\ddagger$"))
-
-
-def render_latex(tables: list[Table]) -> str:
-    parts = []
-    for t in tables:
-        head = _header(t)
-        lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{_latex_escape(t.title)}}}",
-                 "\\begin{tabular}{" + "l" * len(t.row_header) + "rr" * len(t.columns) + "}",
-                 "\\toprule", " & ".join(_latex_escape(h) for h in head) + " \\\\", "\\midrule"]
-        lines += [" & ".join(_latex_escape(c) for c in r) + " \\\\" for r in _body(t)]
-        lines += ["\\bottomrule", "\\end{tabular}"]
-        lines += [f"\\par\\footnotesize {_latex_escape(n)}" for n in t.notes]
-        lines += ["\\end{table}"]
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts) + "\n"
-
-
-def render_csv(tables: list[Table]) -> str:
-    """Long format: one line per (table, row, column) with the numbers unformatted and the
-    record files behind each cell."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["table", "row", "column", "ours_mean", "ours_std", "seeds", "profile", "paper",
-                "note", "records"])
-    for t in tables:
-        for labels, cells in t.rows:
-            for col, c in zip(t.columns, cells):
-                n = len(c.values)
-                mean = f"{np.mean(c.values):.6f}" if n else ""
-                std = f"{np.std(c.values, ddof=1):.6f}" if n > 1 else ""
-                paper = c.paper if c.paper is not None else ("" if c.paper_text in ("", "?")
-                                                             else c.paper_text)
-                note = "; ".join(x for x in (c.na, c.data, "local" if c.local else "") if x)
-                w.writerow([t.title.split(":")[0], " / ".join(labels), col, mean, std, n,
-                            c.profile or "", paper, note, " ".join(c.sources)])
-    return buf.getvalue()
-
-
-RENDERERS = {"md": render_markdown, "latex": render_latex, "csv": render_csv}
+    return [table1(records, methods, profile), table1_visible(records, methods, profile),
+            table2(records, methods, profile), table3(records, methods, profile)]

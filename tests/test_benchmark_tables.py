@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmark import paper_tables as spec
-from benchmark import tables
+from benchmark import render, tables
 from benchmark.paper import paper_cells, paper_text, paper_value
 from benchmark.registry import Axes, load_methods
 from benchmark.runner import ablation_grid
@@ -17,18 +17,31 @@ from benchmark.runner import ablation_grid
 NAMES = ("num_capsules", "shape_dim", "decoder_depth", "depth_ordering")
 
 
+def _parts(v):
+    return {"circle": v, "square": v, "triangle": v, "all": v}
+
+
+CEILING = {"circle": 0.655, "square": 0.921, "triangle": 1.0, "all": 0.832}
+
+
 def _rec(method="flowcaps", dataset="geo", profile="quick", seed=0, all_iou=0.9,
          axes=(8, 27, 3, True), variant=None, k4=0.8, supersample=5, local=False,
-         rule="majority"):
+         rule="majority", visible=None, checkpoint_sha256=None):
+    """A record; with `visible` one scored under the current segmentation rule."""
     variant = variant or {}
+    now = {} if visible is None else {
+        "segmentation_rule": 2, "visible_iou": _parts(visible),
+        "visible_iou_per_image": _parts(visible + 0.01), "ceiling": CEILING, "n_test": 10000}
     return {"method": method, "dataset": dataset, "profile": profile, "seed": seed,
             "axes": dict(zip(NAMES, axes)),
             "variant": {n: variant.get(n) for n in NAMES},
             "data": {} if supersample is None else {"supersample": supersample},
-            "metrics": {"amodal_iou": {"circle": all_iou, "square": all_iou,
-                                       "triangle": all_iou, "all": all_iou},
+            "metrics": {"amodal_iou": _parts(all_iou),
+                        "amodal_iou_per_image": _parts(all_iou + 0.02),
                         "kmeans_4": k4, "kmeans_100": None,
-                        **({"kmeans_rule": rule} if rule else {})},
+                        **({"kmeans_rule": rule} if rule else {}), **now},
+            "checkpoint": f"checkpoints/{method}_{dataset}.pt",
+            "checkpoint_sha256": checkpoint_sha256,
             "_path": f"results/records/{dataset}/{method}/{profile}/seed{seed}.json",
             "_local": local}
 
@@ -51,15 +64,60 @@ def test_table1_mean_std_paper_and_missing_cells():
     c = _cell(t, ["Geo", "all"], "FlowCapsules")
     assert c.ours() == "0.910 ± 0.014 (quick, 2 seeds)"
     assert c.theirs() == "0.95"  # the paper's Geo "all", Table 1
-    assert _cell(t, ["Geo", "all"], "R-NEM†").ours() == "-"  # no record yet
-    assert _cell(t, ["Geo", "all"], "PSD†‡").theirs() == "0.88"  # visible masks, sees flow
-    assert _cell(t, ["Geo+", "all"], "PSD†‡").theirs() == "n/r"  # the paper has no number
+    assert c.per_image == pytest.approx((0.92, 0.94))
+    # Visible-only methods: no ceiling known yet (no record under the current rule), and
+    # the paper's cells stand in Table 1b.
+    assert _cell(t, ["Geo", "all"], "R-NEM†").ours() == "ceiling: -"
+    assert _cell(t, ["Geo", "all"], "PSD†‡").theirs() == ""
     assert _cell(t, ["Geo+", "all"], "FlowCapsules").theirs() == "0.89"  # from its text
     assert _cell(t, ["Geo+", "circle"], "FlowCapsules").ours() == "-"
     assert "flowbench run flowcaps --dataset geo+" in t.missing
-    assert "flowbench run psd --dataset geo" in t.missing
+    assert not any("psd" in cmd for cmd in t.missing)  # its cells are the ceiling
     ex = _cell(t, ["Exercise", "left leg"], "R-NEM†")
-    assert ex.ours() == tables.NOT_PUBLIC and ex.theirs() == "0.29"
+    assert ex.ours() == tables.NOT_PUBLIC and ex.theirs() == ""
+    assert _cell(t, ["Exercise", "all"], "FlowCapsules").theirs() == "0.58"
+    v = tables.table1_visible(recs, load_methods())
+    assert _cell(v, ["Geo", "all"], "PSD‡").theirs() == "0.88"  # visible masks, sees flow
+    assert _cell(v, ["Geo+", "all"], "PSD‡").theirs() == "n/r"  # the paper has no number
+    assert _cell(v, ["Exercise", "left leg"], "R-NEM").theirs() == "0.29"
+    assert _cell(v, ["Geo", "all"], "FlowCapsules").theirs() == ""  # its paper cell is 1a's
+
+
+def test_visible_only_methods_show_the_ceiling_in_1a_and_their_visible_iou_in_1b():
+    recs = [_rec(method="psd", all_iou=0.40, visible=0.35),
+            _rec(method="psd", seed=1, all_iou=0.42, visible=0.37),
+            _rec(all_iou=0.90, visible=0.80)]
+    a = _t1(recs)
+    for part in spec.PARTS:  # never PSD's own amodal score
+        assert _cell(a, ["Geo", part], "PSD†‡").ours() == f"ceiling {CEILING[part]:.3f}"
+    assert any("Geo (10000 pairs): circle 0.655, square 0.921, triangle 1.000, all 0.832" in n
+               for n in a.notes)
+    assert _cell(a, ["Geo+", "all"], "PSD†‡").ours() == "ceiling: -"  # no Geo+ record
+    v = tables.table1_visible(recs, load_methods())
+    psd = _cell(v, ["Geo", "all"], "PSD‡")
+    assert psd.ours() == "0.360 ± 0.014 (quick, 2 seeds)" and psd.theirs() == "0.88"
+    assert _cell(v, ["Geo", "circle"], "FlowCapsules").ours() == "0.800 (quick)"
+    rows = list(csv.DictReader(io.StringIO(render.render_csv([a, v]))))
+    [ceil] = [r for r in rows if r["table"] == "Table 1a" and r["row"] == "Geo / circle"
+              and r["column"] == "PSD†‡"]
+    assert ceil["ours_mean"] == "" and float(ceil["ceiling"]) == 0.655
+    [vis] = [r for r in rows if r["table"] == "Table 1b" and r["row"] == "Geo / all"
+             and r["column"] == "PSD‡"]
+    assert float(vis["ours_mean"]) == pytest.approx(0.36)
+    assert float(vis["ours_per_image_mean"]) == pytest.approx(0.37)
+
+
+def test_records_of_the_former_rule_stay_out_of_1b_and_are_named():
+    old_kept = _rec(method="rnem", all_iou=0.27, checkpoint_sha256="ab" * 32)
+    old_lost = _rec(method="rnem", seed=1, all_iou=0.07)
+    v = tables.table1_visible([old_kept, old_lost], load_methods())
+    assert _cell(v, ["Geo", "all"], "R-NEM").ours() == "-"
+    assert ("flowbench run rnem --dataset geo --profile quick --seeds 0 --checkpoint "
+            "checkpoints/rnem_geo.pt") in v.missing  # its checkpoint is committed: re-score it
+    assert any("former segmentation rule" in n and "R-NEM on Geo (quick, seeds 0, 1)" in n
+               for n in v.notes)
+    # Its amodal number is not shown in 1a either (R-NEM's masks are visible-only).
+    assert _cell(_t1([old_kept]), ["Geo", "all"], "R-NEM†").values == ()
 
 
 def test_a_registered_method_shows_up_everywhere_with_no_other_edit(register_toy, tmp_path):
@@ -74,14 +132,21 @@ def test_a_registered_method_shows_up_everywhere_with_no_other_edit(register_toy
         method=toy.name, dataset="geo", profile="quick", seed=0, run_seed=1, axes=Axes(),
         variant=Axes(), metrics={"amodal_iou": {"circle": 0.5, "square": 0.6, "triangle": 0.7,
                                                 "all": 0.6}, "kmeans_4": 0.4, "kmeans_100": 0.5,
-                                 "kmeans_rule": "majority"},
+                                 "kmeans_rule": "majority", "segmentation_rule": 2,
+                                 "visible_iou": _parts(0.55), "ceiling": CEILING,
+                                 "n_test": 10000},
         config={}, data={"supersample": 5}, checkpoint=None, device="cpu", wall={},
         started_at=records.now(), command="flowbench run toy-new")
     records.write_record(tmp_path, rec)
     out = CliRunner().invoke(main, ["table", "--results", str(tmp_path)])
     assert out.exit_code == 0, out.output
-    assert "| Toy Baseline†‡ (ours) | Toy Baseline†‡ (paper) |" in out.output  # Table 1 column
-    assert "| Geo | all | - | 0.56 | - | 0.88 | - | 0.95 | - |  | 0.600 (quick, local) |  |" in out.output
+    assert "| Toy Baseline†‡ (ours) | Toy Baseline†‡ (paper) |" in out.output  # Table 1a column
+    assert "| Toy Baseline‡ (ours) | Toy Baseline‡ (paper) |" in out.output  # Table 1b column
+    # 1a: its cells are the ceiling (its own amodal 0.600 is never shown); 1b: its visible IoU.
+    assert ("| Geo | all | ceiling 0.832 |  | ceiling 0.832 |  | - | 0.95 | - |  | "
+            "ceiling 0.832 |  |") in out.output
+    assert "| Geo | all | - | 0.56 | - | 0.88 | - |  | - |  | 0.550 (quick, local) |  |" in out.output
+    assert "0.600" not in out.output
     assert "| Toy Baseline | 0.400 (quick, local) |  | 0.500 (quick, local) |" in out.output  # Table 2 row
     assert "† Toy Baseline: visible-only masks" in out.output
     assert "‡ Toy Baseline: sees the ground-truth flow at test time." in out.output
@@ -128,7 +193,7 @@ def test_current_data_wins_older_data_and_local_runs_are_named():
     c = _cell(_t1([old_long, _rec(profile="quick", all_iou=0.9, supersample=4)]),
               ["Geo", "all"], "FlowCapsules")
     assert c.ours() == "0.960 (long, 4x4 data)"
-    rows = list(csv.DictReader(io.StringIO(tables.render_csv([_t1([old_long])]))))
+    rows = list(csv.DictReader(io.StringIO(render.render_csv([_t1([old_long])]))))
     [row] = [r for r in rows if r["row"] == "Geo / all" and r["column"] == "FlowCapsules"]
     assert row["note"] == "4x4 data" and row["records"].endswith("long/seed0.json")
     mine = _cell(_t1([_rec(local=True)]), ["Geo", "all"], "FlowCapsules")
@@ -192,14 +257,15 @@ def test_the_ablation_grid_is_the_table3_rows_and_fills_every_one():
 def test_renderers_markdown_latex_csv():
     recs = [_rec(seed=0, all_iou=0.9, k4=0.75), _rec(seed=1, all_iou=0.8, k4=0.85)]
     built = tables.build_tables(recs)
-    md = tables.render_markdown(built)
-    assert md.count("**Table") == 3 and "| Geo | all | - | 0.56 | - | 0.88 | 0.850 ± 0.071" in md
+    md = render.render_markdown(built)
+    assert md.count("**Table") == 4
+    assert "| Geo | all | ceiling: - |  | ceiling: - |  | 0.850 ± 0.071" in md
     assert "| K=8, \\|s\\|=3 | - |" in md  # a bare | would split the markdown cell
     assert "| Exercise | all | not public | 0.28 |" in md
     assert "?" not in md.replace("?|", "")  # every paper number is transcribed
-    tex = tables.render_latex(built)
-    assert tex.count("\\begin{tabular}") == 3 and "$\\pm$" in tex and "$|$s$|$=3" in tex
-    rows = list(csv.DictReader(io.StringIO(tables.render_csv(built))))
+    tex = render.render_latex(built)
+    assert tex.count("\\begin{tabular}") == 4 and "$\\pm$" in tex and "$|$s$|$=3" in tex
+    rows = list(csv.DictReader(io.StringIO(render.render_csv(built))))
     geo_all = [r for r in rows if r["row"] == "Geo / all" and r["column"] == "FlowCapsules"][0]
     assert float(geo_all["ours_mean"]) == 0.85 and geo_all["seeds"] == "2"
     assert geo_all["paper"] == "0.95" and geo_all["profile"] == "quick"

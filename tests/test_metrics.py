@@ -73,13 +73,92 @@ def test_fixed_and_per_image_assignment_hand_worked():
     assert out["count"] == {"circle": 3, "square": 3, "triangle": 1}
 
 
-def test_visible_masks_are_normalised_before_threshold():
+def test_visible_maps_are_thresholded_as_the_method_normalised_them():
     vis = np.zeros((1, 3, 1, 2), np.float32)
-    vis[0, :, 0, 0] = [0.3, 0.3, 0.0]  # a tie: neither is above 0.5 after normalising
-    vis[0, :, 0, 1] = [0.2, 0.05, 0.05]  # small but dominant: 0.67 after normalising
+    vis[0, :, 0, 0] = [0.6, 0.6, 0.0]  # two maps each over 1/2: the pixel is in both masks
+    vis[0, :, 0, 1] = [0.2, 0.05, 0.05]  # dominant but under 1/2: in no mask
     m = metrics.visible_masks(vis)
-    assert not m[0, :, 0, 0].any()
-    assert m[0, :, 0, 1].tolist() == [True, False, False]
+    assert m[0, :, 0, 0].tolist() == [True, True, False]
+    assert not m[0, :, 0, 1].any()
+
+
+def _occluded_scene():
+    """4 x 4: a circle (rows 0-1, cols 0-2) and a square (cols 2-3) sharing two pixels. Image 0:
+    the square in front, no triangle. Image 1: the circle in front, and a triangle (row 3, cols
+    2-3) wholly under the square."""
+    circle, square, row3 = _rect(4, 4, 0, 2, 0, 3), _rect(4, 4, 0, 4, 2, 4), _rect(4, 4, 3, 4, 0, 4)
+    empty = np.zeros_like(circle)
+    amodal = np.stack([np.stack([circle, square, empty]),
+                       np.stack([circle, square, row3 & square])])  # (2, 3, 4, 4)
+    labels = np.zeros((2, 4, 4), np.uint8)
+    labels[0][circle] = 1
+    labels[0][square] = 2  # the square is in front of the circle's third column
+    labels[1][square] = 2  # the triangle's pixels all lie under the square
+    labels[1][circle] = 1
+    present = np.array([[1, 1, 0], [1, 1, 1]], bool)
+    return amodal, labels, present
+
+
+def test_ceiling_of_visible_masks_against_amodal_truth_hand_worked():
+    amodal, labels, present = _occluded_scene()
+    score = SegmentationScore(K=1)
+    zeros = np.zeros((2, 1, 4, 4), np.float32)
+    score.update(zeros, zeros, amodal, labels, present)
+    ceiling = score.compute()["ceiling"]
+    # Circle: 4 of its 6 pixels show in image 0, all 6 in image 1; the square: all 8, then 6;
+    # the hidden triangle shows none of its 2 pixels.
+    assert ceiling["circle"] == pytest.approx((4 / 6 + 1) / 2)
+    assert ceiling["square"] == pytest.approx((1 + 6 / 8) / 2) and ceiling["triangle"] == 0.0
+    assert ceiling["all"] == pytest.approx((4 / 6 + 1 + 1 + 6 / 8 + 0) / 5)
+
+
+def test_perfect_visible_predictions_score_one_for_every_slot():
+    amodal, labels, present = _occluded_scene()
+    truth = metrics.slot_masks(labels).astype(np.float32)  # (2, 3, 4, 4) the visible truth
+    visible = np.concatenate([truth[:, ::-1], np.zeros((2, 1, 4, 4), np.float32)], 1)  # (2, 4, 4, 4)
+    score = SegmentationScore(K=4)
+    score.update(visible, visible, amodal, labels, present)
+    out = score.compute()
+    for key in ("visible_iou", "visible_iou_per_image"):
+        assert out[key] == {"circle": 1.0, "square": 1.0, "triangle": 1.0, "all": 1.0}, key
+    assert out["visible_assignment"] == {"circle": 2, "square": 1, "triangle": 0}
+    # mBO counts only slots with visible pixels: the hidden triangle is not one of them.
+    assert out["visible_mbo"] == {"circle": 1.0, "square": 1.0, "triangle": None, "all": 1.0}
+    assert out["visible_count"] == {"circle": 2, "square": 2, "triangle": 0}
+    # The same masks scored as amodal ones lose what the square hides.
+    assert out["amodal_iou"]["circle"] == pytest.approx(out["ceiling"]["circle"])
+
+
+def test_threshold_sweep_hand_worked():
+    circle = _rect(4, 4, 0, 2, 0, 2)  # 4 pixels
+    below = _rect(4, 4, 2, 4, 0, 2)  # 4 pixels under it
+    soft = (0.6 * circle + 0.4 * below).astype(np.float32)[None, None]  # (1, 1, 4, 4)
+    labels = circle.astype(np.uint8)[None]
+    present = np.array([[1, 0, 0]], bool)
+    score = SegmentationScore(K=1)
+    score.update(soft, soft, np.stack([circle, circle, circle])[None], labels, present)
+    sweep = score.compute()["visible_iou_sweep"]
+    # 0.3 takes all 8 pixels (4 / 8), 0.5 the circle's 4 (1), 0.7 none (0).
+    assert [sweep[t]["circle"] for t in ("0.3", "0.5", "0.7")] == [0.5, 1.0, 0.0]
+    assert score.compute()["visible_iou"] == sweep["0.5"]
+
+
+def test_mean_best_overlap_needs_no_assignment_hand_worked():
+    circle, square = _rect(4, 4, 0, 2, 0, 2), _rect(4, 4, 0, 4, 2, 4)  # 4 and 8 pixels
+    labels = (circle * 1 + square * 2).astype(np.uint8)[None]
+    union, piece = circle | square, _rect(4, 4, 0, 1, 2, 4)  # 12 pixels; 2 of the square's
+    visible = np.stack([union, piece]).astype(np.float32)[None]  # (1, 2, 4, 4)
+    present = np.array([[1, 1, 0]], bool)
+    score = SegmentationScore(K=2)
+    score.update(visible, visible, np.stack([circle, square, circle])[None], labels, present)
+    out = score.compute()
+    # One to one, the union is worth more on the square (8/12) than the piece is (2/8), so the
+    # circle gets the piece (0). The best overlap lets the union serve the circle too (4/12).
+    assert out["visible_iou"]["circle"] == 0.0
+    assert out["visible_iou"]["square"] == pytest.approx(8 / 12)
+    assert out["visible_mbo"]["circle"] == pytest.approx(4 / 12)
+    assert out["visible_mbo"]["square"] == pytest.approx(8 / 12)
+    assert out["visible_mbo"]["all"] == pytest.approx((4 / 12 + 8 / 12) / 2)
 
 
 def test_visible_iou_uses_occlusion_labels():

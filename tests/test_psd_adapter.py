@@ -47,8 +47,7 @@ def test_predict_with_the_ground_truth_flow(trained):
     pred.check(len(img0), SIZE)
     assert pred.masks.shape == (len(img0), k, SIZE, SIZE)
     assert pred.masks.min() >= 0 and pred.masks.max() <= 1
-    assert np.all((pred.visible == 0) | (pred.visible == pred.masks))
-    assert np.all(pred.visible[pred.masks <= 0.5] == 0)
+    assert np.array_equal(pred.visible, pred.masks)  # one map per dimension, both roles
     assert pred.features.shape == (len(img0), 32)
     again = method.predict(loaded.model, img0, img1, gt_flow=gt)
     assert np.array_equal(pred.masks, again.masks)  # deterministic: the posterior mean
@@ -94,3 +93,55 @@ def test_load_refuses_a_checkpoint_of_another_method(tmp_path):
     torch.save({"format": "flowcaps-checkpoint-v1"}, other)
     with pytest.raises(BenchmarkError, match="cannot load"):
         get_method("psd").load(Path(other))
+
+
+class _TwoParts:
+    """PSD's interface around hand-made local motions (what `predict` calls, nothing more)."""
+
+    def __init__(self, local):
+        import torch
+        self.local = local  # (1, 2, D, H, W)
+        self.active = torch.ones(local.shape[2], dtype=torch.bool)
+        self.config = type("Cfg", (), {"flow_scale": 1.0})()
+
+    def parameters(self):
+        import torch
+        return iter([torch.zeros(1)])
+
+    def encode(self, flow):
+        import torch
+        return torch.zeros(len(flow), self.local.shape[2]), None
+
+    def local_motions(self, image, z):
+        return self.local
+
+    def masks(self, local):
+        from baselines.psd.model import motion_masks
+        return motion_masks(local, 1e-12, 1e-4)  # PSD's own rule, as the model applies it
+
+    def structure(self, local, masks, active):
+        return local
+
+
+def test_each_dimension_is_thresholded_on_its_own_on_a_two_part_case():
+    import torch
+    left, right = np.zeros((4, 4), bool), np.zeros((4, 4), bool)
+    left[:, :2], right[:, 2:] = True, True
+    local = torch.zeros(1, 2, 2, 4, 4)
+    local[0, 0, 0][torch.from_numpy(left | right)] = 2.0  # a parent moving both parts
+    local[0, 0, 1][torch.from_numpy(right)] = 0.5  # a child moving the right one, slower
+    img = np.zeros((1, 3, 4, 4), np.float32)
+    pred = get_method("psd").predict(_TwoParts(local), img, img,
+                                     gt_flow=np.zeros((1, 2, 4, 4), np.float32))
+    on = pred.visible[0] > 0.5  # (2, 4, 4)
+    # Each dimension over its own maximum: the slow child's part is as full as the parent's.
+    assert on[0].tolist() == (left | right).tolist() and on[1].tolist() == right.tolist()
+    assert np.array_equal(pred.masks, pred.visible)
+    labels = (left * 1 + right * 2).astype(np.uint8)[None]  # circle left, square right
+    seg = SegmentationScore(K=2)
+    seg.update(pred.masks, pred.visible, np.stack([left, right, left])[None], labels,
+               np.array([[1, 1, 0]], bool))
+    v = seg.compute()["visible_iou"]
+    # The right half is in both masks: the child is the square exactly and the parent's
+    # union scores half the circle; shared out at 1/2 each, it would be in neither.
+    assert v["square"] == 1.0 and v["circle"] == pytest.approx(0.5)

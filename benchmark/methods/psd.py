@@ -7,11 +7,16 @@ its motion encoder turns into the latent (the posterior mean; no sampling). Fram
 used. So `uses_ground_truth = ("flow",)` and `predict`/`embed` refuse to run without
 `gt_flow`; every record states it through the model config's `test_time_input`.
 
-- masks (B, A, H, W): PSD's part masks, each active dimension's local motion magnitude over
-  its maximum in the image. They are masks of what moves, i.e. of visible regions
-  (`amodal = False`): the amodal IoU of Table 1 is scored on them as given.
-- visible: the same masks where they exceed 1/2, else 0, so background pixels (where every
-  mask is near 0) are not shared out among the parts by the metrics' normalisation.
+- masks and visible (B, A, H, W), the same maps: PSD's part masks, each active dimension's
+  local motion magnitude over its own maximum in the image, in [0, 1]. The metrics threshold
+  each at 1/2 on its own (the paper's rule: normalise, then threshold at 0.5). They are masks
+  of what moves, i.e. of visible regions (`amodal = False`): Table 1 scores them against the
+  visible truth and shows the ceiling in the amodal columns.
+- A pixel covered by two dimensions (a parent's mask, which spans its children, and a
+  child's; in the quick runs one dimension often moves two or three shapes and another one
+  of them) is in both masks. The one-to-one assignment scores each slot against one
+  dimension, so a union mask only wins a slot where it is the best one for it. Sharing such
+  a pixel out between the dimensions would leave it in neither mask at 1/2.
 - flow (B, 2, H, W): PSD's reconstruction of the flow (the sum of its per-part motions after
   the structure), in pixels, so EPE measures how well PSD reconstructs the flow it was given.
 - features (B, D): the posterior mean of the motion encoder (all D dimensions).
@@ -105,16 +110,15 @@ class PsdMethod:
         with torch.inference_mode():
             mean, _ = model.encode(flow)  # (B, D)
             local = model.local_motions(torch.from_numpy(img0).to(dev), mean)  # (B, 2, D, H, W)
-            masks = model.masks(local[:, :, model.active])  # (B, A, H, W)
+            masks = model.masks(local[:, :, model.active])  # (B, A, H, W) PSD's part masks
             motion = model.structure(local, masks, model.active)  # (B, 2, D, H, W)
             recon = motion.sum(2) / model.config.flow_scale  # (B, 2, H, W) pixels
             mag = local[:, :, model.active].norm(dim=1)  # (B, A, H, W)
             top = mag.flatten(1).amax(-1).clamp_min(1e-12)  # (B,)
-            masks = masks.clamp(0.0, 1.0)
-            visible = masks * (masks > 0.5)
+            parts = _np(masks.clamp(0.0, 1.0))  # (B, A, H, W) each over its own maximum
             extras = {"motion": _np(mag / top[:, None, None, None])}
-        return Prediction(masks=_np(masks), visible=_np(visible), flow=_np(recon),
-                           features=_np(mean), extras=extras)
+        return Prediction(masks=parts, visible=parts, flow=_np(recon), features=_np(mean),
+                          extras=extras)
 
     def embed(self, model: Any, img0: np.ndarray, *,
               gt_flow: np.ndarray | None = None) -> np.ndarray:

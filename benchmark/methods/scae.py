@@ -9,7 +9,8 @@ the benchmark's feature standardisation (`standardise_features = False`).
 
 scae: SCAE (baselines.scae) trained on frame 0 images. Masks: each part's placed template
 alpha times its presence (amodal: a template is whole whatever covers it); visible: the
-pixel mixture's responsibilities.
+pixel mixture's responsibilities of the parts, normalised with the background's over the
+mixture (they sum to at most 1), which the metrics threshold at 1/2 as given.
 
 flowscae: the paper's FlowSCAE. FlowCapsules' encoder (a trained checkpoint) gives each image
 K part capsules: its pose (tx, ty, angle, scale) as an affine, a presence from its visible
