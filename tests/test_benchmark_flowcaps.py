@@ -51,6 +51,52 @@ def test_refine_uses_the_background_its_checkpoint_was_trained_with(tmp_path):
         assert np.array_equal(a.features, b.features)  # the encoder's, as for flowcaps
 
 
+def _refined_in_two_passes(method, loaded, img0, img1):
+    """flowcaps-refine as it was first written: the plain prediction, then frame 0 encoded
+    again, its poses refined and its masks decoded again."""
+    from flowcaps import geometry
+    from flowcaps.refine import refine_poses
+    net = loaded.model.net
+    plain = get_method("flowcaps").predict(net, img0, img1)
+    x = torch.from_numpy(img0)
+    with torch.no_grad():
+        shape, pose, depth = net.encode(x)
+    still = torch.from_numpy(img1) if loaded.model.still else None
+    pose = refine_poses(net, x, shape, pose, depth, method.refine, still)
+    with torch.no_grad():
+        u = geometry.pixel_centres(32, 32, "cpu").expand(len(img0), -1, -1)
+        pm = net.masks_at(shape, pose, depth, u)
+    return dataclasses.replace(plain, masks=pm.masks.view(len(img0), -1, 32, 32).numpy(),
+                               visible=pm.visible.view(len(img0), -1, 32, 32).numpy())
+
+
+# The paper's model, and the quick profile's (heat-map translation, one shape code per capsule,
+# front-to-back compositing over a static background).
+FAMILIES = {"paper": dict(translation_head="fc", background="uniform", depth_init=4.0,
+                          depth_min=0.0),
+            "quick": dict(translation_head="softargmax", pooled_params=True, shape_code="capsule",
+                          layering="over", background="static")}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("background", ["still", "colour"])
+def test_refine_in_one_pass_equals_the_two_pass_prediction(tmp_path, background, family):
+    from flowcaps import FlowCapsules, ModelConfig, RefineConfig, TrainConfig, checkpoint
+    method = type(get_method("flowcaps-refine"))(refine=RefineConfig(steps=4, points=64))
+    torch.manual_seed(1)
+    model = ModelConfig(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
+                        enc_hidden=16, dec_hidden=8, **FAMILIES[family])
+    cfg = TrainConfig(model=model, appearance_background=background)
+    loaded = method.load(checkpoint.save(tmp_path / "m.pt", cfg, FlowCapsules(cfg.model)))
+    img0, img1 = np.random.default_rng(2).random((2, 3, 3, 32, 32), dtype=np.float32)
+    got = method.predict(loaded.model, img0, img1)
+    want = _refined_in_two_passes(method, loaded, img0, img1)
+    plain = get_method("flowcaps").predict(loaded.model.net, img0, img1)
+    assert not np.array_equal(got.masks, plain.masks)  # the refinement moved the masks
+    for name in ("masks", "visible", "flow", "features"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+
+
 def test_ablation_axes_map_to_model_config():
     method = get_method("flowcaps")
     cfg = method.config(_spec(num_capsules=4, shape_dim=3, decoder_depth=6, depth_ordering=False))

@@ -139,22 +139,7 @@ class FlowCapsulesMethod:
         on the full grid; composing the model's steps once halves evaluation time. The
         contract test checks the result against `parse` and `flow`.
         """
-        import torch
-        from flowcaps import geometry
-        b, _, h, w = img0.shape
-        dev = next(model.parameters()).device
-        with torch.inference_mode():
-            x = torch.from_numpy(np.concatenate([img0, img1])).to(dev)  # (2B, 3, H, W)
-            shape, pose, depth = model.encode(x)  # (2B, K, C-5), (2B, K, 4), (2B, K)
-            u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
-            pm = model.masks_at(shape[:b], pose[:b], depth[:b], u)  # (B, K, P) masks
-            phi = geometry.frame_to_pixels(model.flow_at(pm, pose[b:], u), h, w)  # (B, P, 2)
-            k = pm.masks.shape[1]
-            feats = torch.cat([shape[:b], pose[:b], depth[:b, :, None]], -1)  # (B, K, C)
-            return Prediction(masks=_np(pm.masks.view(b, k, h, w)),
-                              visible=_np(pm.visible.view(b, k, h, w)),
-                              flow=_np(phi.transpose(1, 2).reshape(b, 2, h, w)),
-                              features=_np(feats.flatten(1)))
+        return _predict(model, img0, img1)
 
     def embed(self, model: Any, img0: np.ndarray, *,
               gt_flow: np.ndarray | None = None) -> np.ndarray:
@@ -219,24 +204,7 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
 
     def predict(self, model: Refining, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
-        import torch
-        from flowcaps import geometry
-        from flowcaps.refine import refine_poses
-        net = model.net
-        plain = super().predict(net, img0, img1)  # flow and features stay these
-        b, _, h, w = img0.shape
-        dev = next(net.parameters()).device
-        x = torch.from_numpy(img0).to(dev)  # (B, 3, H, W)
-        still = torch.from_numpy(img1).to(dev) if model.still else None  # (B, 3, H, W)
-        with torch.no_grad():
-            shape, pose, depth = net.encode(x)  # (B, K, C-5), (B, K, 4), (B, K)
-        pose = refine_poses(net, x, shape, pose, depth, self.refine, still)  # (B, K, 4)
-        with torch.no_grad():
-            u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
-            pm = net.masks_at(shape, pose, depth, u)  # (B, K, P)
-        k = pm.masks.shape[1]
-        return dataclasses.replace(plain, masks=_np(pm.masks.view(b, k, h, w)),
-                                   visible=_np(pm.visible.view(b, k, h, w)))
+        return _predict(model.net, img0, img1, self.refine, model.still)
 
     def embed(self, model: Refining, img0: np.ndarray, *,
               gt_flow: np.ndarray | None = None) -> np.ndarray:
@@ -250,6 +218,42 @@ class Refining:
 
     net: Any
     still: bool
+
+
+def _predict(net: Any, img0: np.ndarray, img1: np.ndarray, refine: Any = None,
+             still: bool = False) -> Prediction:
+    """Both frames encoded in one batch, frame 0 decoded on the full grid in one pass.
+
+    With `refine` (a RefineConfig) frame 0's poses are refined (against img1 as the background
+    layer where `still`) and decoded in that same pass beside the encoder's: the masks come
+    from the refined poses, the flow and the features from the encoder's.
+    """
+    import torch
+    from flowcaps import geometry
+    from flowcaps.model import PointMasks
+    from flowcaps.refine import refine_poses
+    b, _, h, w = img0.shape
+    dev = next(net.parameters()).device
+    with torch.no_grad():  # not inference_mode: the refinement takes gradients in the poses
+        x = torch.from_numpy(np.concatenate([img0, img1])).to(dev)  # (2B, 3, H, W)
+        shape, pose, depth = net.encode(x)  # (2B, K, C-5), (2B, K, 4), (2B, K)
+    shape, pose0, pose1, depth = shape[:b], pose[:b], pose[b:], depth[:b]
+    u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
+    poses, n = pose0, 1  # the poses decoded, n copies of frame 0 in a row
+    if refine is not None:
+        moved = refine_poses(net, x[:b], shape, pose0, depth, refine, x[b:] if still else None)
+        poses, n = torch.cat([pose0, moved]), 2  # (2B, K, 4)
+    with torch.no_grad():
+        pm = net.masks_at(shape.repeat(n, 1, 1), poses, depth.repeat(n, 1),
+                          u.repeat(n, 1, 1))  # (nB, K, P)
+        encoders = PointMasks(v=pm.v[:b], masks=pm.masks[:b], visible=pm.visible[:b])
+        phi = geometry.frame_to_pixels(net.flow_at(encoders, pose1, u), h, w)  # (B, P, 2)
+        feats = torch.cat([shape, pose0, depth[:, :, None]], -1)  # (B, K, C)
+    k = shape.shape[1]
+    return Prediction(masks=_np(pm.masks[-b:].view(b, k, h, w)),
+                      visible=_np(pm.visible[-b:].view(b, k, h, w)),
+                      flow=_np(phi.transpose(1, 2).reshape(b, 2, h, w)),
+                      features=_np(feats.flatten(1)))
 
 
 def _np(t) -> np.ndarray:
