@@ -44,7 +44,6 @@ class ModelConfig:
     pooled_params: bool = False
     dec_hidden: int = 32
     dec_depth: int = 3  # SELU layers of the implicit decoder before its output (ablation: 2 or 6)
-    split_first_layer: bool = True  # W [s; v] as W_s s + W_v v (same weights; a speed lever only)
     # "image": s_k comes from the encoder (the paper). "capsule": each capsule has one learned
     # shape code, the same in every image (Geo's shapes never deform; the pose carries the rest).
     shape_code: str = "image"
@@ -162,10 +161,6 @@ class TrainConfig:
     # The appearance term's background layer: "colour" one flat colour like the capsules' layers,
     # or "still" the other frame at the same pixel (a static background, textured or not).
     appearance_background: str = "colour"
-    # Weight of losses.overlap_loss: two capsules covering the same pixels while moving alike
-    # (duplicates of one shape); 0 = off (the paper). overlap_tau: its flow tolerance in pixels.
-    w_overlap: float = 0.0
-    overlap_tau: float = 1.0
     # Weight of losses.slow_loss, E_u |Phi(u)|^2 in pixels^2: of the motions the image cannot
     # tell apart (a plain background), the slowest; 0 = off (the paper).
     w_slow: float = 0.0
@@ -215,9 +210,6 @@ class TrainConfig:
                                 f"{self.mix_first} with mix_data={self.mix_data!r}")
         if self.w_slow < 0:
             raise FlowcapsError(f"w_slow must be >= 0, got {self.w_slow}")
-        if self.w_overlap < 0 or self.overlap_tau <= 0:
-            raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
-                                f"{self.w_overlap} and {self.overlap_tau}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

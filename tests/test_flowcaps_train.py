@@ -138,23 +138,24 @@ def test_cli_errors_are_one_line(tmp_path):
 
 def test_prior_fades_out_and_the_extra_terms_train(tmp_path):
     """prior_anneal drives the stored prior gain to 0; the optional terms give finite losses."""
-    cfg = tiny_config(tmp_path / "run", prior_anneal=0.5, w_appearance=1.0, w_overlap=0.05)
+    cfg = tiny_config(tmp_path / "run", prior_anneal=0.5, w_appearance=1.0, w_slow=0.05)
     path = train_mod.fit(cfg, tiny_pairs(), progress=False)
     model = flowcaps.load(path)
     assert float(model.encoder.prior_gain) == 0.0
     rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
-    assert all(np.isfinite(float(r["appearance"])) and float(r["appearance"]) > 0 for r in rows)
+    assert all(np.isfinite(float(r[t])) and float(r[t]) > 0 for r in rows for t in ("appearance", "slow"))
 
 
 def test_a_resumed_runs_log_is_rewritten_under_the_current_columns(tmp_path):
     from flowcaps.trainer import LOG_FIELDS, _upgrade_log
     old = tmp_path / "log.csv"
-    old.write_text("step,loss,pairs_per_s\n20,0.5,100.0\n40,0.4,110.0\n")
+    old.write_text("step,loss,overlap,pairs_per_s\n20,0.5,0.0,100.0\n40,0.4,0.0,110.0\n")
     _upgrade_log(old)
     rows = list(csv.DictReader(open(old)))
     assert tuple(rows[0].keys()) == LOG_FIELDS
     assert [r["step"] for r in rows] == ["20", "40"] and rows[1]["pairs_per_s"] == "110.0"
-    assert rows[0]["overlap"] == ""  # a column the old log lacked
+    assert rows[0]["slow"] == ""  # a column the old log lacked
+    assert "overlap" not in rows[0]  # the removed overlap term's column goes
     before = old.read_text()
     _upgrade_log(old)  # already current: untouched
     assert old.read_text() == before
