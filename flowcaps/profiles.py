@@ -1,8 +1,9 @@
 """The named training profiles, each written as its difference from the paper's settings.
 
-`paper` holds what the paper states (Adam at 1e-4, 150 epochs, K=8, C=32, L_center at 1e-2,
-L_smooth at 1e-4) and its equations (FC translation, uniform fallback, one direction, no blur);
-settings we did not find stated in the paper are ours (batch 64, 1024 sampled points). `quick`
+`paper` is the dataclass defaults of `flowcaps.config`: what the paper states (Adam at 1e-4,
+150 epochs, K=8, C=32, L_center at 1e-2, L_smooth at 1e-4) and its equations (FC translation,
+uniform fallback, one direction, no blur); settings we did not find stated in the paper are
+ours (batch 64, 1024 sampled points). `quick`
 changes what made it train on Geo; `long` changes the budget and adds the slow-flow prior, `gpu`
 the budget and the batch. Each change has a section in `docs/deviations.md` with the runs behind
 it.
@@ -11,17 +12,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from flowcaps.config import ModelConfig, TrainConfig
+from flowcaps.config import TrainConfig
 
 
 def paper(out: str = "runs/flowcaps-paper") -> TrainConfig:
     """The paper's settings: a GPU run of 150 epochs over 100k pairs."""
-    model = ModelConfig(translation_head="fc", dec_hidden=64, background="uniform",
-                        depth_init=4.0, depth_min=0.0, scale_min=0.05)
-    return TrainConfig(model=model, out=out, epochs=150, batch_size=64, lr=1e-4,
-                       lr_schedule="constant", points=1024, smooth_points=128, blur_sigmas=(0.0,),
-                       edge_sampling=0.0, both_directions=False, w_center=1e-2,
-                       center_form="spread", center_warmup=0.0, device="auto")
+    return TrainConfig(out=out)
 
 
 def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
@@ -34,15 +30,15 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
         layering="over",  # "Front-to-back compositing"
         background="static",  # "Static background and a depth floor"
         depth_init=10.0, depth_min=8.0,
-        dec_hidden=32,  # "Smaller decoder"
-        scale_min=0.1,  # the smallest Geo shape; a lower floor let capsules shrink away
+        dec_hidden=32,  # "Decoder width"
+        scale_min=0.1,  # "Scale floor": the smallest Geo shape
     )
     return paper(out).replace(
         model=model,
-        # "Time budget and optimiser": 23 minutes on 2 CPU ranks, compiled.
+        # "Time budget and optimiser": 23 minutes on one CPU rank per core, compiled.
         epochs=100, batch_size=32, lr=3e-3, lr_schedule="cosine", warmup_steps=100,
         max_minutes=23.0, compile=True, cpu_ranks=0,
-        bf16="auto",  # "bf16 autocast": where the CPU computes bf16 natively, 1.4x the pairs
+        bf16="auto",  # "bf16 autocast": where the CPU computes bf16 natively
         # "Sampled pixels": fewer points, drawn towards edges.
         points=256, smooth_points=32, edge_sampling=0.8,
         blur_sigmas=(0.0, 1.5, 3.0),  # "Blurred render levels"
@@ -56,8 +52,7 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
 
 def long(out: str = "runs/flowcaps-long") -> TrainConfig:
     """The quick profile for 135 minutes over the paper's 100k pairs: what more training buys."""
-    # "The slow-flow prior": over a long run the spare capsule spread over Geo's plain
-    # background moves with the shapes (4.85 px of flow error over all pixels without it).
+    # "The slow-flow prior": over a long run the spare capsule on Geo's plain background moves.
     return quick(out).replace(max_minutes=135.0, w_slow=1e-3)
 
 

@@ -8,6 +8,7 @@ import torch
 
 from benchmark.errors import BenchmarkError
 from benchmark.registry import Axes, TrainSpec, get_method
+from tiny_flowcaps import model_config, train_config
 
 
 def _spec(profile="smoke", **axes):
@@ -16,9 +17,9 @@ def _spec(profile="smoke", **axes):
 
 
 def test_predict_matches_parse_and_flow():
-    from flowcaps import FlowCapsules, ModelConfig
+    from flowcaps import FlowCapsules
     torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=32, num_capsules=4)).eval()
+    model = FlowCapsules(model_config(image_size=32, num_capsules=4)).eval()
     rng = np.random.default_rng(0)
     img0, img1 = rng.random((2, 2, 3, 32, 32), dtype=np.float32)
     pred = get_method("flowcaps").predict(model, img0, img1)
@@ -33,14 +34,14 @@ def test_predict_matches_parse_and_flow():
 
 
 def test_refine_uses_the_background_its_checkpoint_was_trained_with(tmp_path):
-    from flowcaps import FlowCapsules, ModelConfig, RefineConfig, TrainConfig, checkpoint
+    from flowcaps import FlowCapsules, RefineConfig, checkpoint
     method = type(get_method("flowcaps-refine"))(refine=RefineConfig(steps=3))
     rng = np.random.default_rng(0)
     img0, img1 = rng.random((2, 2, 3, 32, 32), dtype=np.float32)
     for background in ("still", "colour"):
         torch.manual_seed(0)
-        cfg = TrainConfig(model=ModelConfig(image_size=32, num_capsules=4),
-                          appearance_background=background)
+        cfg = train_config(model=model_config(image_size=32, num_capsules=4),
+                           appearance_background=background)
         path = checkpoint.save(tmp_path / f"{background}.pt", cfg, FlowCapsules(cfg.model))
         loaded = method.load(path)
         assert loaded.config["refine"]["background"] == background
@@ -75,7 +76,7 @@ def _refined_in_two_passes(method, loaded, img0, img1):
 FAMILIES = {"paper": dict(translation_head="fc", background="uniform", depth_init=4.0,
                           depth_min=0.0),
             "quick": dict(translation_head="softargmax", pooled_params=True, shape_code="capsule",
-                          layering="over", background="static")}
+                          layering="over", background="static", depth_init=10.0, depth_min=8.0)}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

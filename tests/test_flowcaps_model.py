@@ -5,10 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, PROFILES, TrainConfig
+from flowcaps import FlowcapsError, FlowCapsules, PROFILES, TrainConfig
+from tiny_flowcaps import model_config
 
-SMALL = ModelConfig(image_size=32, num_capsules=4, capsule_dim=10, enc_channels=(4, 8),
-                    enc_hidden=16, dec_hidden=8, dec_depth=2)
+SMALL = model_config(image_size=32, num_capsules=4, capsule_dim=10, enc_channels=(4, 8),
+                     enc_hidden=16, dec_hidden=8, dec_depth=2)
 
 
 def _images(b=2, seed=0):

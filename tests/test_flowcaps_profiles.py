@@ -39,14 +39,13 @@ def test_each_profile_builds_the_config_it_built_before(dataset, profile):
     assert json.loads(json.dumps(got)) == _without_removed(EXPECTED[dataset][profile])
 
 
-def test_the_profiles_derive_from_the_paper_profile():
+def test_the_paper_profile_is_the_configs_defaults():
+    assert paper(out="x") == TrainConfig(out="x")
     base = paper(out="x")
     assert (base.lr, base.epochs, base.w_center, base.w_smooth) == (1e-4, 150, 1e-2, 1e-4)
     assert (base.model.num_capsules, base.model.capsule_dim) == (8, 32)
-    quick = flowcaps.PROFILES["quick"](out="x")
-    assert quick.model.translation_head == "softargmax" and quick.lr == 3e-3
-    # fields the quick profile leaves alone are the paper profile's, not TrainConfig's defaults
-    assert quick.model.mask_prior == base.model.mask_prior and quick.epochs != TrainConfig().epochs
+    assert (base.model.translation_head, base.model.background) == ("fc", "uniform")
+    assert (base.blur_sigmas, base.both_directions, base.center_form) == ((0.0,), False, "spread")
 
 
 def _saved(config_changes: dict, model_changes: dict) -> str:

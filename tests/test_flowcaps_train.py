@@ -12,10 +12,10 @@ from flowcaps import FlowcapsError, TrainConfig, checkpoint
 from flowcaps import progress
 from flowcaps import trainer as train_mod
 from flowcaps.cli import main as cli_main
-from flowcaps.config import ModelConfig
+from tiny_flowcaps import model_config, train_config
 
-TINY = ModelConfig(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
-                   enc_hidden=16, dec_hidden=8, dec_depth=2)
+TINY = model_config(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
+                    enc_hidden=16, dec_hidden=8, dec_depth=2)
 
 
 def tiny_pairs(n=32, seed=0) -> np.ndarray:
@@ -33,8 +33,8 @@ def tiny_pairs(n=32, seed=0) -> np.ndarray:
 
 
 def tiny_config(out, **changes) -> TrainConfig:
-    cfg = TrainConfig(model=TINY, out=str(out), epochs=2, batch_size=8, lr=1e-3, points=64,
-                      smooth_points=8, device="cpu", log_every=1, checkpoint_minutes=0.0)
+    cfg = train_config(model=TINY, out=str(out), epochs=2, batch_size=8, lr=1e-3, points=64,
+                       smooth_points=8, device="cpu", log_every=1, checkpoint_minutes=0.0)
     return cfg.replace(**changes)
 
 
