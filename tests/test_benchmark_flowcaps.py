@@ -116,31 +116,28 @@ def test_unknown_profile_and_bad_variant_are_clear_errors():
         method.config(_spec(num_capsules=0))
 
 
-def test_smoke_is_the_quick_profile_scaled_down():
-    """The contract test trains the model family the quick profile trains, only smaller."""
-    import flowcaps
-    from benchmark.methods.flowcaps import SMOKE_MODEL, SMOKE_TRAIN
-    smoke = flowcaps.TrainConfig.from_dict(get_method("flowcaps").config(_spec()))
-    quick = flowcaps.PROFILES["quick"](out="runs/x")
-    assert smoke.model == dataclasses.replace(quick.model, image_size=32, **SMOKE_MODEL)
-    assert smoke == quick.replace(seed=5, device="cpu", model=smoke.model, **SMOKE_TRAIN)
-    assert smoke.cpu_ranks == 1 and not smoke.compile and smoke.epochs <= 2
-
-
 def test_geoplus_runs_train_on_geo_first_then_both(tmp_path):
     """A geo+ spec carrying Geo's folder trains with it (mix_data, Geo alone at first) and with
-    the encoder's GroupNorm; a spec without one (geo, or a checkpoint's) trains on its own pairs
-    with the profile's encoder."""
-    from benchmark.methods.flowcaps import GEOPLUS_MODEL, MIX_FIRST
+    the encoder's GroupNorm, as flowcaps.profiles says for geo+ data; a geo spec trains on its
+    own pairs with the profile's encoder; a geo+ spec without Geo's folder (a checkpoint's
+    evaluation) has a config to read but none to train."""
+    from flowcaps.profiles import BY_VARIANT, MIX_WITH
     method = get_method("flowcaps")
-    assert method.trains_with == {"geo+": ("geo",)}
+    assert method.trains_with == {"geo+": ("geo",)} == {d: (m,) for d, m in MIX_WITH.items()}
     spec = dataclasses.replace(_spec(), dataset="geo+", extra_data={"geo": Path("data/geo-smoke")})
     cfg = method.config(spec)
-    assert (cfg["mix_data"], cfg["mix_first"]) == ("data/geo-smoke", MIX_FIRST) and 0 < MIX_FIRST < 1
-    assert cfg["model"]["enc_norm"] == GEOPLUS_MODEL["enc_norm"] == 8
+    mix_first, enc_norm = BY_VARIANT["geo+"]["mix_first"][0], BY_VARIANT["geo+"]["model.enc_norm"][0]
+    assert (cfg["mix_data"], cfg["mix_first"]) == ("data/geo-smoke", mix_first) == (
+        "data/geo-smoke", 0.35)
+    assert cfg["model"]["enc_norm"] == enc_norm == 8
     plain = method.config(_spec())
     assert (plain["mix_data"], plain["mix_first"]) == (None, 0.0)
     assert plain["model"]["enc_norm"] == 0
+    alone = dataclasses.replace(spec, extra_data={}, run_dir=tmp_path / "run")
+    assert method.axes(alone) == method.axes(spec)
+    with pytest.raises(BenchmarkError, match="needs mix_data"):
+        method.train(alone)
+    assert not (tmp_path / "run").exists()
     # Table 3's variants of a geo+ run keep it too
     k4 = method.config(dataclasses.replace(spec, variant=Axes(num_capsules=4)))
     assert k4["model"]["enc_norm"] == 8 and k4["model"]["num_capsules"] == 4

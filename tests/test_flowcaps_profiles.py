@@ -1,16 +1,19 @@
 """The named profiles (each builds the config it built before) and the removed switches."""
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 import torch
+from click.testing import CliRunner
 
 from benchmark import profiles as bench_profiles
 from benchmark.registry import TrainSpec, get_method
 import flowcaps
+import flowcaps.cli
 from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, TrainConfig, checkpoint
-from flowcaps import removed
-from flowcaps.profiles import paper
+from flowcaps import launch, removed
+from flowcaps.profiles import BY_VARIANT, MIX_WITH, paper
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each profile's config as `flowbench run flowcaps --dataset D --profile P` builds it (seed 0,
@@ -39,6 +42,57 @@ def test_each_profile_builds_the_config_it_built_before(dataset, profile):
     assert json.loads(json.dumps(got)) == _without_removed(EXPECTED[dataset][profile])
 
 
+def _data(folder: Path, variant: str, size: int) -> str:
+    """A folder whose manifest names a variant and a side: all `flowcaps train` reads of DATA
+    before training (which the tests below replace)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").write_text(json.dumps({"variant": variant, "size": size}))
+    return str(folder)
+
+
+def _cli_config(monkeypatch, *args: str) -> TrainConfig:
+    """The config `flowcaps train ARGS` hands to training."""
+    seen = []
+    monkeypatch.setattr(flowcaps.cli, "run_train", lambda cfg, data, progress: seen.append(cfg))
+    res = CliRunner().invoke(flowcaps.cli.main, ["train", *args])
+    assert res.exit_code == 0, res.output
+    return seen[0]
+
+
+@pytest.mark.parametrize("dataset,profile", CASES)
+def test_flowcaps_train_builds_what_flowbench_trains(tmp_path, monkeypatch, dataset, profile):
+    size = bench_profiles.get_profile(profile).size
+    args = [_data(tmp_path / "data", dataset, size), "--profile", profile, "--out", "RUN"]
+    if dataset == "geo+":
+        args += ["--mix-data", _data(tmp_path / "mix", "geo", size)]
+    cfg = dataclasses.asdict(_cli_config(monkeypatch, *args))
+    if dataset == "geo+":
+        cfg["mix_data"] = "MIX"
+    assert json.loads(json.dumps(cfg)) == _without_removed(EXPECTED[dataset][profile])
+
+
+# A committed record of each recipe, with its checkpoint's training config.
+RECORDS = ["geo/flowcaps/quick/seed2.json", "geo/flowcaps/long/seed0.json",
+           "geoplus/flowcaps/quick/seed0.json", "geoplus/flowcaps/long/seed0.json"]
+
+
+@pytest.mark.parametrize("name", RECORDS)
+def test_flowcaps_train_builds_the_records_config(tmp_path, monkeypatch, name):
+    """What `flowcaps train DATA --profile P` trains is what the record's checkpoint trained
+    with, as each of its CPU ranks saw it, in every field but the paths, seed and device."""
+    record = json.loads((ROOT / "results" / "records" / name).read_text())
+    trained = record["config"]["trained_with"]
+    variant, profile = record["dataset"], record["profile"]
+    args = [_data(tmp_path / "data", variant, 64), "--profile", profile]
+    if variant == "geo+":
+        args += ["--mix-data", _data(tmp_path / "mix", "geo", 64)]
+    cfg = launch.per_rank_config(_cli_config(monkeypatch, *args), trained["meta"]["world_size"])
+    want = TrainConfig.from_dict(trained["config"])  # keys added since take their off values
+    paths = {"out": "x", "mix_data": None, "seed": 0, "device": "auto"}
+    assert dataclasses.asdict(cfg.replace(**paths)) == dataclasses.asdict(want.replace(**paths))
+    assert (cfg.mix_data is None) == (want.mix_data is None)
+
+
 def test_the_paper_profile_is_the_configs_defaults():
     assert paper(out="x") == TrainConfig(out="x")
     base = paper(out="x")
@@ -46,6 +100,33 @@ def test_the_paper_profile_is_the_configs_defaults():
     assert (base.model.num_capsules, base.model.capsule_dim) == (8, 32)
     assert (base.model.translation_head, base.model.background) == ("fc", "uniform")
     assert (base.blur_sigmas, base.both_directions, base.center_form) == ((0.0,), False, "spread")
+
+
+def test_geoplus_data_needs_geo_pairs_to_mix_in(tmp_path, monkeypatch):
+    plus = _data(tmp_path / "plus", "geo+", 64)
+    res = CliRunner().invoke(flowcaps.cli.main, ["train", plus, "--profile", "quick"])
+    assert res.exit_code == 1 and "pass --mix-data DIR" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    res = CliRunner().invoke(flowcaps.cli.main, ["train", plus, "--mix-data", plus])
+    assert res.exit_code == 1 and "holds geo+ data; geo+ data's recipe mixes in geo" in res.output
+    alone = _cli_config(monkeypatch, plus, "--set", "mix_first=0")  # Geo+ alone, on purpose
+    assert (alone.mix_data, alone.mix_first, alone.model.enc_norm) == (None, 0.0, 8)
+    for variant, differences in BY_VARIANT.items():  # each difference says why, in one line
+        assert variant in MIX_WITH or "mix_first" not in differences
+        assert all(why.strip() and "\n" not in why for _, why in differences.values())
+
+
+def test_smoke_is_the_quick_profile_scaled_down():
+    """The contract test trains the model family the quick profile trains, only smaller and
+    shorter: every difference is a size or a cost."""
+    smoke, quick = (dataclasses.asdict(flowcaps.PROFILES[n](out="x")) for n in ("smoke", "quick"))
+    model = {k for k in quick["model"] if smoke["model"][k] != quick["model"][k]}
+    assert model == {"enc_channels", "enc_hidden"}
+    train = {k for k in quick if k != "model" and smoke[k] != quick[k]}
+    assert train == {"epochs", "batch_size", "points", "smooth_points", "blur_sigmas",
+                     "both_directions", "max_minutes", "warmup_steps", "compile", "cpu_ranks",
+                     "threads", "checkpoint_minutes", "log_every"}
+    assert smoke["cpu_ranks"] == 1 and not smoke["compile"] and smoke["epochs"] <= 2
 
 
 def _saved(config_changes: dict, model_changes: dict) -> str:

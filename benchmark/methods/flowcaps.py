@@ -23,24 +23,6 @@ from benchmark.errors import BenchmarkError
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 
-# The smoke profile is the quick profile scaled down (a smaller network, a few dozen steps, one
-# process and thread, no compile), so the contract test trains the model family that the quick
-# profile really trains. One thread: a model this small gains nothing from a second one, which on
-# shared cores mostly waits.
-SMOKE_MODEL = {"enc_channels": (16, 16, 32, 32), "enc_hidden": 64, "dec_hidden": 32}
-SMOKE_TRAIN = {"epochs": 2, "batch_size": 16, "points": 128, "smooth_points": 16,
-               "blur_sigmas": (0.0,), "both_directions": False, "max_minutes": None,
-               "warmup_steps": 0, "compile": False, "cpu_ranks": 1, "threads": 1,
-               "checkpoint_minutes": 10.0, "log_every": 5}
-# Geo+ runs also train on Geo's training pairs, Geo alone for the first MIX_FIRST of the run:
-# with one shape code per capsule, Geo+'s textures alone leave every capsule drawing a round
-# blob; Geo's flat shapes teach the outlines (experiments/2026-11-28-geoplus-shapes-from-geo).
-MIX_FIRST = 0.35
-# Geo+ runs also put GroupNorm in the encoder (model.enc_norm): it finds textured shapes on
-# photographs far sooner; on Geo it scored lower and broke one seed of three
-# (experiments/2026-11-28-geoplus-localisation), so Geo runs go without it.
-GEOPLUS_MODEL = {"enc_norm": 8}
-
 
 @register
 class FlowCapsulesMethod:
@@ -59,18 +41,17 @@ class FlowCapsulesMethod:
     amodal = True
     tables = (1, 2)
     clip_frames = 2
+    # flowcaps.profiles.MIX_WITH, spelt out so that `flowbench list` need not import torch
     trains_with = {"geo+": ("geo",)}
 
     def _train_config(self, spec: TrainSpec):
+        """The profile's config for the dataset (flowcaps.profiles.for_data, as `flowcaps
+        train` builds it), then the spec's seed, device and Table 3 axes."""
         import flowcaps
-        if spec.profile == "smoke":
-            base = flowcaps.PROFILES["quick"](out=str(spec.run_dir)).replace(
-                model=SMOKE_MODEL, **SMOKE_TRAIN)
-        elif spec.profile in flowcaps.PROFILES:
-            base = flowcaps.PROFILES[spec.profile](out=str(spec.run_dir))
-        else:
+        from flowcaps.profiles import MIX_WITH, for_data
+        if spec.profile not in flowcaps.PROFILES:
             raise BenchmarkError(f"flowcaps has no profile {spec.profile!r}")
-        model: dict[str, Any] = {"image_size": spec.image_size}
+        model: dict[str, Any] = {}
         v = spec.variant
         if v.num_capsules is not None:
             model["num_capsules"] = v.num_capsules
@@ -80,15 +61,18 @@ class FlowCapsulesMethod:
             model["dec_depth"] = v.decoder_depth
         if v.depth_ordering is not None:
             model["depth_ordering"] = v.depth_ordering
-        mix = {}
-        if spec.extra_data:
-            (root,) = spec.extra_data.values()  # trains_with names one dataset
-            mix = {"mix_data": str(root), "mix_first": MIX_FIRST}
-            model.update(GEOPLUS_MODEL)
+        mix_with = MIX_WITH.get(spec.dataset)
+        mix = spec.extra_data.get(mix_with) if mix_with else None
         try:
-            cfg = base.replace(seed=spec.seed, device=spec.device, out=str(spec.run_dir),
-                               model=model, **mix)
-            cfg.validate()
+            cfg = for_data(spec.profile, spec.dataset, out=str(spec.run_dir),
+                           mix_data=None if mix is None else str(mix), image_size=spec.image_size)
+            cfg = cfg.replace(seed=spec.seed, device=spec.device, model=model)
+            if mix_with and mix is None:
+                # The runner passes the mix data whenever it trains; without it (a given
+                # checkpoint's evaluation, the ablation grid's axes) the config is only read.
+                cfg.model.validate()
+            else:
+                cfg.validate()
         except flowcaps.FlowcapsError as err:
             raise BenchmarkError(f"flowcaps config: {err}") from None
         return cfg
@@ -157,10 +141,8 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
     checkpoints as "flowcaps"; only inference differs.
 
     Frame 0's poses are refined, so its masks and visibility (the IoU and ARI metrics) come from
-    refined poses. Flow and the clustering features stay the encoder's: refining frame 1 too
-    would double an evaluation that already takes 12 (Geo) to 50 (Geo+) minutes on 10k test
-    pairs with two CPU cores, and `embed` gives the encoder's features for the train images, so
-    k-means sees the same kind of vector on both sides.
+    refined poses. Flow and the clustering features stay the encoder's, as `embed`'s do for the
+    train images (docs/flowcaps.md, "Test-time pose refinement", says why).
     """
 
     name = "flowcaps-refine"
