@@ -12,7 +12,7 @@ from trainloop import ddp
 from flowcaps.config import ModelConfig, TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.fields import parse_text
-from flowcaps.profiles import PROFILES
+from flowcaps.profiles import MIX_WITH, PROFILES, for_data
 from flowcaps.trainer import train as run_train
 
 INTERRUPTED = 130  # the shell's status for a run stopped by Ctrl-C (128 + SIGINT), as geogen's
@@ -34,6 +34,37 @@ def _parse_set(items: tuple[str, ...]) -> dict:
     return changes
 
 
+def _data_kind(data: str) -> tuple[str, int]:
+    """The variant and image side that DATA's manifest names, or a one-line error."""
+    from geogen import shards
+    from geogen.errors import GeogenError
+    if not os.path.isfile(os.path.join(data, "manifest.json")):
+        raise FlowcapsError(f"{data} is not a geogen dataset (no manifest.json)")
+    try:
+        manifest = shards.read_manifest(data)
+        return str(manifest["variant"]), int(manifest["size"])
+    except (GeogenError, KeyError, TypeError, ValueError) as err:
+        raise FlowcapsError(f"cannot read the manifest of {data}: {err}") from None
+
+
+def _profile_config(data: str, profile: str, changes: dict) -> TrainConfig:
+    """The profile for DATA's variant and image side (what `flowbench run` trains on such
+    data), then the changes; those are checked first, so a bad option is named before bad data."""
+    PROFILES[profile]().replace(**changes)
+    variant, size = _data_kind(data)
+    cfg = for_data(profile, variant, image_size=size).replace(**changes)
+    want = MIX_WITH.get(variant)
+    if want is not None and cfg.mix_data is None and cfg.mix_first > 0:
+        raise FlowcapsError(f"{data} is {variant} data, whose recipe also trains on {want} "
+                            f"training pairs: pass --mix-data DIR")
+    if want is not None and cfg.mix_data is not None:
+        got = _data_kind(cfg.mix_data)[0]
+        if got != want:
+            raise FlowcapsError(f"--mix-data {cfg.mix_data} holds {got} data; {variant} data's "
+                                f"recipe mixes in {want} data")
+    return cfg
+
+
 def _read_config(path: str) -> TrainConfig:
     try:
         text = open(path).read()
@@ -50,7 +81,8 @@ def main() -> None:
 @main.command()
 @click.argument("data", type=click.Path())
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default=None,
-              help="named settings to start from [default: quick]; not with --config")
+              help="named settings to start from, with DATA's variant's changes (as flowbench "
+                   "trains them) [default: quick]; not with --config")
 @click.option("--out", default=None, help="run folder (checkpoint, log.csv, model.pt)")
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default=None)
 @click.option("--epochs", type=int, default=None)
@@ -60,6 +92,9 @@ def main() -> None:
               help="stop gracefully after this many minutes of training (> 0)")
 @click.option("--max-pairs", type=int, default=None, help="use only the first N training pairs")
 @click.option("--seed", type=int, default=None)
+@click.option("--mix-data", type=click.Path(), default=None,
+              help="a second dataset whose training pairs join DATA's (geo+ data's recipe needs "
+                   "a geo dataset here)")
 @click.option("--init", type=click.Path(), default=None,
               help="start from this checkpoint's weights (a fine-tune; optimizer and schedules afresh)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -67,25 +102,25 @@ def main() -> None:
 @click.option("--config", "config_file", type=click.Path(), default=None,
               help="a TrainConfig JSON file to start from, instead of a --profile")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed, init,
-          sets, config_file, quiet) -> None:
+def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed,
+          mix_data, init, sets, config_file, quiet) -> None:
     """Train on the DATA geogen dataset; resumes when --out holds a checkpoint.
 
-    Settings come from --profile or --config, then the options, then --set; all of them, the
-    data, --out and --init are checked before training (or its processes) starts."""
+    Settings come from --profile (with what DATA's variant changes, as `flowbench run` trains
+    it) or --config, then the options, then --set; all of them, the data, --out and --init are
+    checked before training (or its processes) starts."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         ddp.defer_interrupts()  # from the start: a Ctrl-C while a rank loads data stops it too
     try:
         if profile is not None and config_file is not None:
             raise FlowcapsError("--profile and --config both give the settings; pass one")
-        cfg: TrainConfig = (PROFILES[profile or "quick"]() if config_file is None
-                            else _read_config(config_file))
         flags = {"out": out, "device": device, "epochs": epochs, "batch_size": batch_size,
                  "lr": lr, "max_minutes": max_minutes, "max_pairs": max_pairs, "seed": seed,
-                 "init": init}
+                 "mix_data": mix_data, "init": init}
         changes = {k: v for k, v in flags.items() if v is not None}
         changes.update(_parse_set(sets))
-        cfg = cfg.replace(**changes)
+        cfg = (_profile_config(data, profile or "quick", changes) if config_file is None
+               else _read_config(config_file).replace(**changes))
         path = run_train(cfg, data, progress=not quiet)
     except TrainingInterrupted as err:
         if "WORLD_SIZE" in os.environ:  # a rank of flowcaps.launch, which reports it: exit 0

@@ -1,8 +1,9 @@
 """Typed configs of the model and the trainer, and their JSON round trip.
 
-Both configs are frozen dataclasses; a checkpoint stores `TrainConfig.to_json()` so `load`
-rebuilds the exact model, and a resumed run can check that nothing changed. The named profiles
-are in `flowcaps.profiles`; why each setting departs from the paper is in `docs/deviations.md`.
+Both configs are frozen dataclasses whose defaults are the paper's settings (the `paper`
+profile); the other profiles in `flowcaps.profiles` are differences from them, and
+`docs/deviations.md` says why each departs. A checkpoint stores `TrainConfig.to_json()` so
+`load` rebuilds the exact model, and a resumed run can check that nothing changed.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from flowcaps import removed
 from flowcaps.errors import FlowcapsError
-from flowcaps.fields import check_types
+from flowcaps.fields import build, replaced
 
 LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
@@ -24,50 +25,46 @@ APPEARANCE_BACKGROUNDS = ("colour", "still")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The network. Paper Geo settings: K=8, C=32 (|s| = C - 5 = 27)."""
+    """The network; the defaults are the paper's Geo model: K=8, C=32 (|s| = C - 5 = 27)."""
 
     image_size: int = 64
     num_capsules: int = 8  # K
     capsule_dim: int = 32  # C = |s| + 4 pose numbers + 1 depth
     enc_channels: tuple[int, ...] = (32, 32, 64, 64)  # one 3x3 conv + ReLU + 2x2 avg-pool each
     enc_hidden: int = 256  # the tanh fully connected layer
-    # GroupNorm with this many groups after each encoder conv but the first (full-resolution
-    # one, where it would cost the most time), before its ReLU; 0 = none (the paper). The
-    # encoder learns to find textured shapes on photographs sooner with it (docs/deviations.md).
+    # GroupNorm with this many groups after each encoder conv but the first (at full resolution
+    # it would cost the most), before its ReLU; 0 = none (the paper).
     enc_norm: int = 0
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
     # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
     # position of a per-capsule heat map over the last-but-one conv block (see model.Encoder).
-    translation_head: str = "softargmax"
+    translation_head: str = "fc"
     # "softargmax" head only: each capsule's numbers also come from the features pooled under
     # its heat map (a shared MLP), so the FC need not know which object each capsule picked.
     pooled_params: bool = False
-    dec_hidden: int = 32
+    dec_hidden: int = 64  # not stated in the paper
     dec_depth: int = 3  # SELU layers of the implicit decoder before its output (ablation: 2 or 6)
-    split_first_layer: bool = True  # W [s; v] as W_s s + W_v v (same weights; a speed lever only)
     # "image": s_k comes from the encoder (the paper). "capsule": each capsule has one learned
     # shape code, the same in every image (Geo's shapes never deform; the pose carries the rest).
     shape_code: str = "image"
     depth_ordering: bool = True  # False: plain softmax of Lambda_k (ablation), whatever the layering
-    # Depth to visibility. "softmax" (the paper): softmax_k of d_k * Lambda_k (with "static",
-    # d_k (Lambda_k - 1/2) against the background's 0). "over": Lambda+_k = Lambda_k prod_j
-    # (1 - sigmoid(d_j - d_k) Lambda_j), front-to-back compositing, the rest background: what
-    # lies behind a capsule does not move its visible edge off Lambda_k = 1/2.
+    # Depth to visibility. "softmax" (the paper): softmax_k of d_k Lambda_k (with "static",
+    # d_k (Lambda_k - 1/2) against the background's 0). "over": front-to-back compositing,
+    # Lambda+_k = Lambda_k prod_j (1 - sigmoid(d_j - d_k) Lambda_j), the rest background.
     layering: str = "softmax"
     # Pixels no capsule claims. "uniform" (the paper): they average all K capsule flows.
-    # "static": a zero-flow background entry of score 0 against d_k (Lambda_k - 1/2), d_k > 0,
-    # so a capsule claims a pixel over the background exactly where Lambda_k > 1/2.
-    background: str = "static"
+    # "static": a zero-flow background entry, so a capsule claims a pixel where Lambda_k > 1/2.
+    background: str = "uniform"
     mask_prior: float = 4.0  # gain of a fixed disc prior g * (1 - |v|^2) added to D's logit; 0 = off
     trans_bound: float = 1.5  # |t| <= bound via tanh, in the [-1, 1] image frame
     scale_init: float = 0.25  # canonical unit radius -> image radius (shapes span 0.2-0.3 L)
-    scale_min: float = 0.1  # a floor near the smallest shape keeps capsules from shrinking away
+    scale_min: float = 0.05  # a floor on the scale keeps capsules from shrinking away
     # Depth starts here for every capsule: with d ~ 0 the softmax of d * Lambda is uniform
     # whatever the masks are, so the render loss gives them no gradient and they collapse.
-    depth_init: float = 10.0
+    depth_init: float = 4.0
     # With the "static" background, d_k = depth_min + softplus(.): a floor keeps the softmax
     # sharp, so a capsule cannot hedge with a soft, image-wide claim.
-    depth_min: float = 8.0
+    depth_min: float = 0.0
     init_ring: float = 0.4  # capsules start on a ring of this radius, to break their symmetry
 
     @property
@@ -108,22 +105,21 @@ class RefineConfig:
     steps: int = 60  # 0 = off: the encoder's poses
     lr: float = 3e-3  # Adam's step on the pose numbers (image frame [-1, 1], radians, scale)
     band: int = 2  # px from an intensity change: elsewhere the masks give the poses no gradient
-    # Band pixels fitted per step, drawn afresh each step where a band is larger (0: all). A
-    # textured Geo+ image is all band (4,096 px); 512 drawn score as all of them, 11x faster
-    # (experiments/2026-11-29-geoplus-refine-points).
+    # Band pixels fitted per step, drawn afresh where a band is larger (0: all): a textured
+    # image is all band, and a draw scores as well, far faster (docs/flowcaps.md).
     points: int = 512
     seed: int = 0  # of the draws above
 
     def validate(self) -> None:
         if self.steps < 0 or self.lr <= 0 or self.band < 0 or self.points < 0:
-            raise FlowcapsError(f"refine needs steps >= 0, lr > 0, band >= 0 and points >= 0, "
-                                f"got steps={self.steps}, lr={self.lr}, band={self.band}, "
-                                f"points={self.points}")
+            raise FlowcapsError(f"refine needs steps >= 0, lr > 0, band >= 0 and points >= 0, got "
+                                f"steps={self.steps}, lr={self.lr}, band={self.band}, points={self.points}")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """A training run: the model, the run folder and every optimisation choice."""
+    """A training run: the model, the run folder and every optimisation choice. Where the paper
+    states no value (batch 64, the sampled points, the initialisations), the default is ours."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     out: str = "runs/flowcaps"
@@ -136,36 +132,31 @@ class TrainConfig:
     warmup_steps: int = 0
     max_minutes: float | None = None  # stop gracefully (and checkpoint) after this much training
     max_pairs: int | None = None  # use only the first N training pairs
-    # A second geogen dataset whose training pairs join the first's (max_pairs applies to each),
-    # shuffled together: Geo's flat shapes teach the decoder the shapes that Geo+'s textures hide.
+    # A second dataset whose training pairs join DATA's, shuffled (max_pairs applies to each).
     mix_data: str | None = None
     # The first this fraction of the run draws its batches from mix_data alone (shapes first).
     mix_first: float = 0.0
-    points: int = 256  # pixel centres sampled per image for the losses; 0 = the full grid
-    smooth_points: int = 32  # of those, how many also get +1 px neighbours for L_smooth
-    # Importance sampling of the points: a mix of uniform and an edge density (|grad I| of both
+    points: int = 1024  # pixel centres sampled per image for the losses; 0 = the full grid
+    smooth_points: int = 128  # of those, how many also get +1 px neighbours for L_smooth
+    # Importance sampling of the points: this share from an edge density (|grad I| of both
     # frames blurred by edge_sigma px), each point weighted by 1 / (H W q): still unbiased.
-    edge_sampling: float = 0.8
+    edge_sampling: float = 0.0
     edge_sigma: float = 3.0
-    blur_sigmas: tuple[float, ...] = (0.0, 1.5, 3.0)  # render-loss pyramid; (0.0,) = paper
-    both_directions: bool = True  # also predict I' from I (swap the frames)
+    blur_sigmas: tuple[float, ...] = (0.0,)  # render-loss pyramid; (0.0,) = the paper's loss
+    both_directions: bool = False  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
-    w_center: float = 0.1  # the paper's 1e-2 left masks about twice too big (docs/deviations.md)
+    w_center: float = 1e-2
     # "spread" (the paper): E_u[Lambda |v|^2] in the canonical frame, which a huge scale can
     # shrink; "spread_image": E_u[Lambda |u - t|^2] = s^2 E_u[Lambda |v|^2], which it cannot.
-    center_form: str = "spread_image"
+    center_form: str = "spread"
     # w_center ramps up linearly from 0 over this fraction of the run: an early size penalty
     # shrinks capsules to nothing before they find a shape, and they never recover.
-    center_warmup: float = 0.3
+    center_warmup: float = 0.0
     # Flat-colour layered appearance term (losses.appearance_loss); 0 = off (the paper).
     w_appearance: float = 0.0
     # The appearance term's background layer: "colour" one flat colour like the capsules' layers,
     # or "still" the other frame at the same pixel (a static background, textured or not).
     appearance_background: str = "colour"
-    # Weight of losses.overlap_loss: two capsules covering the same pixels while moving alike
-    # (duplicates of one shape); 0 = off (the paper). overlap_tau: its flow tolerance in pixels.
-    w_overlap: float = 0.0
-    overlap_tau: float = 1.0
     # Weight of losses.slow_loss, E_u |Phi(u)|^2 in pixels^2: of the motions the image cannot
     # tell apart (a plain background), the slowest; 0 = off (the paper).
     w_slow: float = 0.0
@@ -200,10 +191,6 @@ class TrainConfig:
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
             raise FlowcapsError("epochs and batch_size must be >= 1 and lr > 0")
         _check_run_limits(self)
-        if self.cpu_ranks < 0:
-            raise FlowcapsError(f"cpu_ranks must be >= 0 (0 = one per core), got {self.cpu_ranks}")
-        if self.points < 0 or self.smooth_points < 0:
-            raise FlowcapsError("points and smooth_points must be >= 0")
         if not self.blur_sigmas or any(s < 0 for s in self.blur_sigmas):
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
         if self.bf16 not in (True, False, "auto"):
@@ -213,11 +200,6 @@ class TrainConfig:
         if not 0 <= self.mix_first < 1 or (self.mix_first > 0 and self.mix_data is None):
             raise FlowcapsError(f"mix_first must be in [0, 1) and needs mix_data, got "
                                 f"{self.mix_first} with mix_data={self.mix_data!r}")
-        if self.w_slow < 0:
-            raise FlowcapsError(f"w_slow must be >= 0, got {self.w_slow}")
-        if self.w_overlap < 0 or self.overlap_tau <= 0:
-            raise FlowcapsError(f"w_overlap must be >= 0 and overlap_tau > 0, got "
-                                f"{self.w_overlap} and {self.overlap_tau}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -236,27 +218,19 @@ class TrainConfig:
     def from_dict(cls, raw: dict[str, Any]) -> "TrainConfig":
         raw = removed.drop(raw, removed.TRAIN_FIELDS)  # keys of older configs, at "off"
         model = removed.drop(raw.pop("model", {}), removed.MODEL_FIELDS, "model.")
-        return _build(cls, {**raw, "model": _build(ModelConfig, model)})
+        return build(cls, {**raw, "model": build(ModelConfig, model)})
 
     def replace(self, **changes: Any) -> "TrainConfig":
-        """A copy with some fields changed; `model` may be a dict of model-field changes."""
-        changes = _tuples(changes)
-        model = changes.pop("model", None)
+        """A copy with some fields changed (lists given for tuples); `model` may be a dict of
+        model-field changes."""
+        model = changes.pop("model", self.model)
         if isinstance(model, dict):
-            try:
-                model = dataclasses.replace(self.model, **check_types(ModelConfig, model))
-            except TypeError as err:
-                raise FlowcapsError(f"unknown model config field: {err}") from None
-        if model is not None:
-            changes["model"] = model
-        try:
-            return dataclasses.replace(self, **check_types(type(self), changes))
-        except TypeError as err:
-            raise FlowcapsError(f"unknown config field: {err}") from None
+            model = replaced(self.model, model, "model config")
+        return replaced(self, {**changes, "model": model}, "config")
 
 
 def _check_run_limits(cfg: TrainConfig) -> None:
-    """The run's budget, data limit and bookkeeping: each must name something that can happen."""
+    """The run's budget, data, processes and bookkeeping: each must name something possible."""
     checks = [(cfg.max_minutes is None or cfg.max_minutes > 0,
                f"max_minutes must be > 0 (or null for none), got {cfg.max_minutes}"),
               (cfg.max_pairs is None or cfg.max_pairs >= 1,
@@ -266,19 +240,11 @@ def _check_run_limits(cfg: TrainConfig) -> None:
               (cfg.threads >= 0, f"threads must be >= 0 (0 = auto), got {cfg.threads}"),
               (cfg.checkpoint_minutes >= 0,
                f"checkpoint_minutes must be >= 0, got {cfg.checkpoint_minutes}"),
-              (cfg.log_every >= 1, f"log_every must be >= 1, got {cfg.log_every}")]
+              (cfg.log_every >= 1, f"log_every must be >= 1, got {cfg.log_every}"),
+              (cfg.cpu_ranks >= 0, f"cpu_ranks must be >= 0 (0 = one per core), got {cfg.cpu_ranks}"),
+              (cfg.points >= 0 and cfg.smooth_points >= 0, "points and smooth_points must be >= 0"),
+              (cfg.w_slow >= 0, f"w_slow must be >= 0, got {cfg.w_slow}")]
     for ok, message in checks:
         if not ok:
             raise FlowcapsError(message)
 
-
-def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
-    # JSON and the CLI give lists; the dataclasses hold tuples so they stay hashable and frozen.
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-
-
-def _build(cls: type, raw: dict[str, Any]) -> Any:
-    unknown = set(raw) - {f.name for f in dataclasses.fields(cls)}
-    if unknown:
-        raise FlowcapsError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
-    return cls(**check_types(cls, raw))

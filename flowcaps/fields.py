@@ -2,6 +2,7 @@
 field and what it takes, before any training starts."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 import typing
@@ -78,6 +79,22 @@ def check_types(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
                                     f"{_describe(hints[key])}, got {value!r}")
         out[key] = value
     return out
+
+
+def build(cls: type, raw: dict[str, Any]) -> Any:
+    """`cls(**raw)` for a dict from JSON: an unknown name or a wrong type is one line."""
+    unknown = set(raw) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise FlowcapsError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+    return cls(**check_types(cls, raw))
+
+
+def replaced(obj: Any, changes: dict[str, Any], what: str) -> Any:
+    """`dataclasses.replace` with checked types: an unknown name is one line naming `what`."""
+    try:
+        return dataclasses.replace(obj, **check_types(type(obj), changes))
+    except TypeError as err:
+        raise FlowcapsError(f"unknown {what} field: {err}") from None
 
 
 def parse_text(cls: type, key: str, text: str) -> Any:

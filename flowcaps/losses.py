@@ -3,7 +3,7 @@
 Letters: B batch, K capsules, P sampled points, H, W image side.
 
 L = L_render + w_smooth * L_smooth + w_center * L_center + w_appearance * L_appearance
-    + w_overlap * L_overlap + w_slow * L_slow,
+    + w_slow * L_slow,
 with every expectation over pixels estimated at P pixel centres drawn per image (the loss is an
 expectation over u, so sampling is an unbiased estimate of it; P = 0 uses the full grid). The
 paper's loss is the first three terms.
@@ -17,7 +17,6 @@ paper's loss is the first three terms.
   ("spread_image").
 - L_appearance (ours): the visible layers, each filled with its mean colour, rebuild the frame
   (`appearance_loss`).
-- L_overlap (ours): two capsules covering the same pixels while moving alike (`overlap_loss`).
 - L_slow (ours): E_u |Phi(u)|^2 in pixels^2, the slowest of the flows the other terms cannot
   tell apart (`slow_loss`).
 """
@@ -41,7 +40,6 @@ class LossTerms:
     smooth: torch.Tensor
     center: torch.Tensor
     appearance: torch.Tensor
-    overlap: torch.Tensor
     slow: torch.Tensor
 
 
@@ -128,11 +126,6 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
                                      still)
     else:
         appearance = phi.new_zeros(())
-    if cfg.w_overlap > 0:
-        overlap = overlap_loss(pm.masks[:, :, :p], pm.v[:, :, :p], pose_next, u, weight,
-                               cfg.overlap_tau, (h, w))
-    else:
-        overlap = phi.new_zeros(())
     slow = slow_loss(phi, weight, (h, w)) if cfg.w_slow > 0 else phi.new_zeros(())
 
     if n_s:
@@ -148,9 +141,9 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-             + cfg.w_appearance * appearance + cfg.w_overlap * overlap + cfg.w_slow * slow)
+             + cfg.w_appearance * appearance + cfg.w_slow * slow)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance, overlap=overlap, slow=slow)
+                     appearance=appearance, slow=slow)
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -166,28 +159,6 @@ def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: t
         pred = geometry.sample_at(dst, u + phi).float()  # (B, 3, P)
         render = render + (((pred - target) ** 2).sum(1) * weight).mean()
     return render / len(pyr_src)
-
-
-def overlap_loss(masks: torch.Tensor, v: torch.Tensor, pose_next: torch.Tensor, u: torch.Tensor,
-                 weight: torch.Tensor, tau: float, size: tuple[int, int]) -> torch.Tensor:
-    """E_u[sum_{j != k} g_jk(u) Lambda_j(u) Lambda_k(u)]: two capsules covering the same moving pixels.
-
-    masks (B, K, P) amodal; v (B, K, P, 2) the points in each capsule's frame; pose_next (B, K, 4);
-    u (B, P, 2); weight (B, P) importance weights; tau in pixels; size (H, W).
-    Nothing in the paper's loss stops a second capsule from sitting on a shape that one already
-    explains: the flows are equal, so the render loss cannot tell. Such duplicates take a class
-    from one capsule in some images and from the other in the rest. The gate
-    g_jk = exp(-|f_j - f_k|^2 / tau^2) of the two capsules' flows there (detached) limits the
-    penalty to capsules that move together, so two shapes that overlap while moving apart keep
-    their amodal masks.
-    """
-    with torch.no_grad():
-        flow = geometry.frame_to_pixels(geometry.capsule_flow(v, pose_next, u), *size)  # (B, K, P, 2)
-        d2 = ((flow[:, :, None] - flow[:, None]) ** 2).sum(-1)  # (B, K, K, P)
-        k = masks.shape[1]
-        gate = torch.exp(-d2 / tau ** 2) * (1 - torch.eye(k, device=masks.device))[..., None]  # (B, K, K, P)
-    pairs = torch.einsum("bjp,bjkp,bkp->bp", masks, gate.to(masks.dtype), masks)  # (B, P)
-    return (pairs * weight).mean()
 
 
 def slow_loss(phi: torch.Tensor, weight: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

@@ -146,7 +146,6 @@ class MaskDecoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.prior = cfg.mask_prior
-        self.split = cfg.split_first_layer
         self.in_s = nn.Linear(cfg.shape_dim, cfg.dec_hidden)
         self.in_v = nn.Linear(2, cfg.dec_hidden, bias=False)
         hidden: list[nn.Module] = []
@@ -164,12 +163,7 @@ class MaskDecoder(nn.Module):
 
     def forward(self, shape: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """shape (B, K, C-5), v (B, K, P, 2) -> logits (B, K, P)."""
-        if self.split:
-            h = self.in_v(v) + self.in_s(shape)[:, :, None]  # (B, K, P, Hd)
-        else:  # the textbook form: s concatenated to every point
-            x = torch.cat([shape[:, :, None].expand(-1, -1, v.shape[2], -1).to(v.dtype), v], -1)
-            w = torch.cat([self.in_s.weight, self.in_v.weight], 1)  # (Hd, |s| + 2)
-            h = F.linear(x, w.to(x.dtype), self.in_s.bias.to(x.dtype))  # (B, K, P, Hd)
+        h = self.in_v(v) + self.in_s(shape)[:, :, None]  # (B, K, P, Hd)
         h = self.hidden(F.selu(h))  # (B, K, P, Hd)
         logit = self.out(h)[..., 0]  # (B, K, P)
         if self.prior:

@@ -1,27 +1,25 @@
-"""The named training profiles, each written as its difference from the paper's settings.
+"""The named training profiles, each its difference from the paper's settings, and each kind of
+data's difference from a profile.
 
-`paper` holds what the paper states (Adam at 1e-4, 150 epochs, K=8, C=32, L_center at 1e-2,
-L_smooth at 1e-4) and its equations (FC translation, uniform fallback, one direction, no blur);
-settings we did not find stated in the paper are ours (batch 64, 1024 sampled points). `quick`
-changes what made it train on Geo; `long` changes the budget and adds the slow-flow prior, `gpu`
-the budget and the batch. Each change has a section in `docs/deviations.md` with the runs behind
-it.
+`paper` is the dataclass defaults of `flowcaps.config`: what the paper states and its equations.
+`quick` changes what made the model train on Geo; `long` changes the budget and adds the
+slow-flow prior, `gpu` the budget and the batch; `smoke` is `quick` scaled down for tests. Data
+of some variants (as its manifest names them) trains with a few more changes, `BY_VARIANT`, in
+every profile. `for_data` puts the two together: `flowcaps train DATA --profile P` and
+`flowbench run flowcaps --profile P` both build their config with it. Each change has a section
+in `docs/deviations.md` with the runs behind it.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
-from flowcaps.config import ModelConfig, TrainConfig
+from flowcaps.config import TrainConfig
+from flowcaps.errors import FlowcapsError
 
 
 def paper(out: str = "runs/flowcaps-paper") -> TrainConfig:
     """The paper's settings: a GPU run of 150 epochs over 100k pairs."""
-    model = ModelConfig(translation_head="fc", dec_hidden=64, background="uniform",
-                        depth_init=4.0, depth_min=0.0, scale_min=0.05)
-    return TrainConfig(model=model, out=out, epochs=150, batch_size=64, lr=1e-4,
-                       lr_schedule="constant", points=1024, smooth_points=128, blur_sigmas=(0.0,),
-                       edge_sampling=0.0, both_directions=False, w_center=1e-2,
-                       center_form="spread", center_warmup=0.0, device="auto")
+    return TrainConfig(out=out)
 
 
 def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
@@ -34,15 +32,15 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
         layering="over",  # "Front-to-back compositing"
         background="static",  # "Static background and a depth floor"
         depth_init=10.0, depth_min=8.0,
-        dec_hidden=32,  # "Smaller decoder"
-        scale_min=0.1,  # the smallest Geo shape; a lower floor let capsules shrink away
+        dec_hidden=32,  # "Decoder width"
+        scale_min=0.1,  # "Scale floor": the smallest Geo shape
     )
     return paper(out).replace(
         model=model,
-        # "Time budget and optimiser": 23 minutes on 2 CPU ranks, compiled.
+        # "Time budget and optimiser": 23 minutes on one CPU rank per core, compiled.
         epochs=100, batch_size=32, lr=3e-3, lr_schedule="cosine", warmup_steps=100,
         max_minutes=23.0, compile=True, cpu_ranks=0,
-        bf16="auto",  # "bf16 autocast": where the CPU computes bf16 natively, 1.4x the pairs
+        bf16="auto",  # "bf16 autocast": where the CPU computes bf16 natively
         # "Sampled pixels": fewer points, drawn towards edges.
         points=256, smooth_points=32, edge_sampling=0.8,
         blur_sigmas=(0.0, 1.5, 3.0),  # "Blurred render levels"
@@ -56,8 +54,7 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
 
 def long(out: str = "runs/flowcaps-long") -> TrainConfig:
     """The quick profile for 135 minutes over the paper's 100k pairs: what more training buys."""
-    # "The slow-flow prior": over a long run the spare capsule spread over Geo's plain
-    # background moves with the shapes (4.85 px of flow error over all pixels without it).
+    # "The slow-flow prior": over a long run the spare capsule on Geo's plain background moves.
     return quick(out).replace(max_minutes=135.0, w_slow=1e-3)
 
 
@@ -68,5 +65,46 @@ def gpu(out: str = "runs/flowcaps-gpu") -> TrainConfig:
                               bf16=False)
 
 
+def smoke(out: str = "runs/flowcaps-smoke") -> TrainConfig:
+    """The quick profile scaled down for the contract test: a smaller network, a few dozen
+    steps, one process and thread, no compile; the same model family as quick trains."""
+    # One thread: a model this small gains nothing from a second one, which mostly waits.
+    return quick(out).replace(
+        model={"enc_channels": (16, 16, 32, 32), "enc_hidden": 64},
+        epochs=2, batch_size=16, points=128, smooth_points=16, blur_sigmas=(0.0,),
+        both_directions=False, max_minutes=None, warmup_steps=0, compile=False, cpu_ranks=1,
+        threads=1, checkpoint_minutes=10.0, log_every=5)
+
+
 PROFILES: dict[str, Callable[..., TrainConfig]] = {"quick": quick, "long": long, "gpu": gpu,
-                                                   "paper": paper}
+                                                   "paper": paper, "smoke": smoke}
+
+# What every profile changes for data of a variant, field by field ("model." for a model
+# field), each with its reason: the section of docs/deviations.md that gives the runs.
+BY_VARIANT: dict[str, dict[str, tuple[Any, str]]] = {
+    "geo+": {
+        "mix_first": (0.35, "Geo's pairs alone first teach the shapes that Geo+'s textures hide: "
+                            "\"Geo's pairs in Geo+ training\""),
+        "model.enc_norm": (8, "GroupNorm finds the textured shapes on photographs sooner: "
+                              "\"GroupNorm in Geo+ training\""),
+    },
+}
+# The variant whose training pairs (TrainConfig.mix_data) data of a variant also trains on.
+MIX_WITH: dict[str, str] = {"geo+": "geo"}
+
+
+def for_data(profile: str, variant: str, *, out: str | None = None, mix_data: str | None = None,
+             image_size: int | None = None) -> TrainConfig:
+    """Profile `profile` for data of `variant` at side `image_size` (None: the profile's),
+    training on `mix_data`'s pairs too where given; `out` None keeps the profile's folder."""
+    if profile not in PROFILES:
+        raise FlowcapsError(f"no profile {profile!r}; choose from {', '.join(sorted(PROFILES))}")
+    cfg = PROFILES[profile]() if out is None else PROFILES[profile](out)
+    model: dict[str, Any] = {} if image_size is None else {"image_size": image_size}
+    train: dict[str, Any] = {} if mix_data is None else {"mix_data": mix_data}
+    for key, (value, _why) in BY_VARIANT.get(variant, {}).items():
+        if key.startswith("model."):
+            model[key[len("model."):]] = value
+        else:
+            train[key] = value
+    return cfg.replace(model=model, **train)

@@ -121,7 +121,6 @@ def main(steps: int, out: str | None) -> None:
     run("torch.compile off", base.replace(compile=False))
     run("torch.compile off, bf16 off", base.replace(compile=False, bf16=False))
     run("no pixel sampling (points=0, full grid)", base.replace(points=0))
-    run("concatenated first decoder layer", base.replace(model={"split_first_layer": False}))
     run("one direction only (both_directions off)", base.replace(both_directions=False))
     run("no blur pyramid (blur_sigmas=(0,))", base.replace(blur_sigmas=(0.0,)))
     run("encoder GroupNorm (model.enc_norm=8)", base.replace(model={"enc_norm": 8}))

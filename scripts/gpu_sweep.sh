@@ -6,8 +6,8 @@
 #   scripts/gpu_sweep.sh MINUTES 'name:--set key=value --set key=value' 'name2@geo+:' ...
 #
 # A run trains on Geo unless its name ends in @geo+; a Geo+ run also trains on Geo's training
-# pairs, Geo alone first, as `flowbench run flowcaps --dataset geo+` does (benchmark.methods.flowcaps
-# MIX_FIRST; '--set mix_data=null --set mix_first=0' trains on Geo+ alone). DATA_GEO / DATA_GEOPLUS name other data
+# pairs (--mix-data), with the rest of the geo+ recipe of flowcaps.profiles, as `flowbench run
+# flowcaps --dataset geo+` does ('--set mix_data=null --set mix_first=0' trains on Geo+ alone). DATA_GEO / DATA_GEOPLUS name other data
 # folders (taken as they are, e.g. a smaller set for a dry run on the CPU with DEVICE=cpu),
 # EVAL_ARGS adds options to every evaluation (e.g. --test-limit 100). Uses the machine's own python3 (torch,
 # h5py, click, tqdm, scipy, scikit-learn, scikit-image) with this checkout on PYTHONPATH. Steps:
@@ -47,11 +47,10 @@ for d in sorted(set(sys.argv[1:])):
     || exit 1  # the check trains on Geo, and so do the Geo+ runs in part
 stamp "data ready"
 folder() { [ "$1" = geo+ ] && echo "${DATA_GEOPLUS:-data/geoplus-gpu}" || echo "${DATA_GEO:-data/geo-gpu}"; }
-mix_first=$(python3 -c "from benchmark.methods.flowcaps import MIX_FIRST; print(MIX_FIRST)") || exit 1
 train() {  # name, dataset, extra args... (a run's own --set comes last and wins)
     local name=$1 dataset=$2; shift 2
     local mix=()
-    [ "$dataset" = geo+ ] && mix=(--set "mix_data=$(folder geo)" --set "mix_first=$mix_first")
+    [ "$dataset" = geo+ ] && mix=(--mix-data "$(folder geo)")
     OMP_NUM_THREADS=4 python3 -m flowcaps.cli train "$(folder "$dataset")" --profile gpu \
         --device "${DEVICE:-cuda}" --out "runs/sweep/$name" --quiet ${mix[@]+"${mix[@]}"} "$@"
 }

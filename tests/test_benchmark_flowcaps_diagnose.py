@@ -7,7 +7,8 @@ from click.testing import CliRunner
 from benchmark.cli import main
 from benchmark.methods.flowcaps_diagnose import (ProbePairs, capsule_table, diagnose, fit_poses,
                                                  visible_owners)
-from flowcaps import FlowCapsules, ModelConfig, TrainConfig, checkpoint, geometry
+from flowcaps import FlowCapsules, checkpoint, geometry
+from tiny_flowcaps import model_config, train_config
 
 SIDE = 32
 
@@ -56,9 +57,9 @@ def test_dupes_finds_two_capsules_on_one_shape_and_owners_the_one_in_front():
 def _disc_model(k: int = 1, side: int = SIDE) -> FlowCapsules:
     """Capsules whose mask is the decoder's fixed disc prior: Lambda > 1/2 inside radius = scale."""
     torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=side, num_capsules=k, capsule_dim=8,
-                                     enc_channels=(4, 4), enc_hidden=8, dec_hidden=8,
-                                     mask_prior=40.0))
+    model = FlowCapsules(model_config(image_size=side, num_capsules=k, capsule_dim=8,
+                                      enc_channels=(4, 4), enc_hidden=8, dec_hidden=8,
+                                      mask_prior=40.0))
     with torch.no_grad():
         model.decoder.out.weight.zero_()
     return model.eval()
@@ -108,7 +109,7 @@ def test_the_oracle_changes_nothing_where_the_encoder_is_already_right():
 
 
 def test_diagnose_command_prints_every_probe_and_refuses_bad_input(tiny_geo, tmp_path):
-    cfg = TrainConfig(model=ModelConfig(image_size=SIDE, enc_channels=(8, 8), enc_hidden=16))
+    cfg = train_config(model=model_config(image_size=SIDE, enc_channels=(8, 8), enc_hidden=16))
     path = checkpoint.save(tmp_path / "m.pt", cfg, FlowCapsules(cfg.model))
     runner = CliRunner()
     res = runner.invoke(main, ["diagnose", str(path), "--data", str(tiny_geo), "--pairs", "6",
@@ -122,7 +123,7 @@ def test_diagnose_command_prints_every_probe_and_refuses_bad_input(tiny_geo, tmp
     assert one.exit_code == 0 and "== owners" in one.output and "== oracle" not in one.output
     missing = runner.invoke(main, ["diagnose", str(tmp_path / "none.pt"), "--data", str(tiny_geo)])
     assert missing.exit_code == 1 and "does not exist" in missing.output
-    big = TrainConfig(model=ModelConfig(image_size=64))
+    big = train_config(model=model_config(image_size=64))
     other = checkpoint.save(tmp_path / "big.pt", big, FlowCapsules(big.model))
     wrong = runner.invoke(main, ["diagnose", str(other), "--data", str(tiny_geo)])
     assert wrong.exit_code == 1 and "expects 64 px" in wrong.output

@@ -4,9 +4,9 @@ import math
 import torch
 
 from flowcaps import geometry
-from flowcaps.config import ModelConfig, TrainConfig
 from flowcaps.losses import direction_loss
 from flowcaps.model import FlowCapsules
+from tiny_flowcaps import model_config, train_config
 
 H = W = 32
 
@@ -27,8 +27,8 @@ def _pose_px(cx: float, cy: float, radius_px: float) -> torch.Tensor:
 
 def _prior_only_model() -> FlowCapsules:
     """K=1, the decoder's learned part zeroed: Lambda is the disc prior of radius `scale`."""
-    model = FlowCapsules(ModelConfig(image_size=H, num_capsules=1, capsule_dim=8,
-                                     enc_channels=(4,), mask_prior=8.0, background="uniform"))
+    model = FlowCapsules(model_config(image_size=H, num_capsules=1, capsule_dim=8,
+                                      enc_channels=(4,), mask_prior=8.0, background="uniform"))
     with torch.no_grad():
         model.decoder.out.weight.zero_()
     return model
@@ -88,7 +88,7 @@ def test_known_translation_flow_and_warp_sign():
     flow = model.flow(img0, img1)  # (1, 2, H, W)
     assert torch.allclose(flow[0, :, 16, 14], torch.tensor([dx, dy]), atol=1e-4)
 
-    cfg = TrainConfig(model=model.config, points=0, smooth_points=0, blur_sigmas=(0.0,))
+    cfg = train_config(model=model.config, points=0, smooth_points=0, blur_sigmas=(0.0,))
     idx = torch.arange(H * W)[None]
 
     def render(pose_next):

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, RefineConfig, parse_refined
+from flowcaps import FlowcapsError, FlowCapsules, RefineConfig, parse_refined
 from flowcaps.inputs import as_images
+from tiny_flowcaps import model_config
 
-SMALL = ModelConfig(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
-                    enc_hidden=16, dec_hidden=8, dec_depth=2)
+SMALL = model_config(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
+                     enc_hidden=16, dec_hidden=8, dec_depth=2)
 
 
 @pytest.fixture(scope="module")

@@ -1,48 +1,132 @@
-"""The named profiles (unchanged by their move to flowcaps.profiles) and the removed switches."""
+"""The named profiles (each builds the config it built before) and the removed switches."""
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from benchmark import profiles as bench_profiles
+from benchmark.registry import TrainSpec, get_method
 import flowcaps
+import flowcaps.cli
 from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, TrainConfig, checkpoint
-from flowcaps import removed
-from flowcaps.profiles import paper
+from flowcaps import launch, removed
+from flowcaps.profiles import BY_VARIANT, MIX_WITH, paper
 
 ROOT = Path(__file__).resolve().parents[1]
-# Each profile's TrainConfig.to_json() as the code wrote it before the profiles were rewritten
-# as differences from the paper and the unused switches were removed.
-BEFORE = json.loads((ROOT / "tests" / "data" / "flowcaps_profiles_before.json").read_text())
-# Fields added since, at the value that reproduces the code before them.
-ADDED = {"appearance_background": "colour", "mix_data": None, "mix_first": 0.0, "w_slow": 0.0}
-ADDED_MODEL = {"enc_norm": 0}
-# What the profiles changed on purpose since, added fields or not (docs/deviations.md says why).
-CHANGED = {"quick": {"appearance_background": "still", "bf16": "auto"},
-           "long": {"appearance_background": "still", "bf16": "auto", "w_slow": 1e-3},
-           "gpu": {"appearance_background": "still"}}
+# Each profile's config as `flowbench run flowcaps --dataset D --profile P` builds it (seed 0,
+# device auto, run folder RUN, Geo+'s Geo pairs at MIX), written by the code before the defaults
+# became the paper's and the last unused switches went. Refresh it only for a change on purpose.
+EXPECTED = json.loads((ROOT / "tests" / "data" / "flowcaps_profile_configs.json").read_text())
+CASES = [(d, p) for d in ("geo", "geo+") for p in ("smoke", "quick", "long", "gpu", "paper")]
 
 
-@pytest.mark.parametrize("name", ["quick", "long", "gpu", "paper"])
-def test_each_profile_resolves_to_the_config_it_had(name):
-    old = json.loads(json.dumps(BEFORE[name]))
-    for key, off in removed.TRAIN_FIELDS.items():
-        assert old.pop(key, off) == off  # a switch added and removed after the snapshot is absent
-    for key, off in removed.MODEL_FIELDS.items():
-        assert old["model"].pop(key, off) == off
-    old.update({**ADDED, **CHANGED.get(name, {})})
-    old["model"].update(ADDED_MODEL)
-    assert json.loads(flowcaps.PROFILES[name](out="x").to_json()) == old
+def _without_removed(raw: dict) -> dict:
+    """The expectation less the switches removed since (each must sit at its off value)."""
+    out = removed.drop(raw, removed.TRAIN_FIELDS)
+    out["model"] = removed.drop(raw["model"], removed.MODEL_FIELDS, "model.")
+    return out
 
 
-def test_the_profiles_derive_from_the_paper_profile():
+def _spec(dataset: str, profile: str) -> TrainSpec:
+    return TrainSpec(dataset=dataset, profile=profile, seed=0, data_root=Path("DATA"),
+                     run_dir=Path("RUN"), image_size=bench_profiles.get_profile(profile).size,
+                     extra_data={"geo": Path("MIX")} if dataset == "geo+" else {})
+
+
+@pytest.mark.parametrize("dataset,profile", CASES)
+def test_each_profile_builds_the_config_it_built_before(dataset, profile):
+    got = get_method("flowcaps").config(_spec(dataset, profile))
+    assert json.loads(json.dumps(got)) == _without_removed(EXPECTED[dataset][profile])
+
+
+def _data(folder: Path, variant: str, size: int) -> str:
+    """A folder whose manifest names a variant and a side: all `flowcaps train` reads of DATA
+    before training (which the tests below replace)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").write_text(json.dumps({"variant": variant, "size": size}))
+    return str(folder)
+
+
+def _cli_config(monkeypatch, *args: str) -> TrainConfig:
+    """The config `flowcaps train ARGS` hands to training."""
+    seen = []
+    monkeypatch.setattr(flowcaps.cli, "run_train", lambda cfg, data, progress: seen.append(cfg))
+    res = CliRunner().invoke(flowcaps.cli.main, ["train", *args])
+    assert res.exit_code == 0, res.output
+    return seen[0]
+
+
+@pytest.mark.parametrize("dataset,profile", CASES)
+def test_flowcaps_train_builds_what_flowbench_trains(tmp_path, monkeypatch, dataset, profile):
+    size = bench_profiles.get_profile(profile).size
+    args = [_data(tmp_path / "data", dataset, size), "--profile", profile, "--out", "RUN"]
+    if dataset == "geo+":
+        args += ["--mix-data", _data(tmp_path / "mix", "geo", size)]
+    cfg = dataclasses.asdict(_cli_config(monkeypatch, *args))
+    if dataset == "geo+":
+        cfg["mix_data"] = "MIX"
+    assert json.loads(json.dumps(cfg)) == _without_removed(EXPECTED[dataset][profile])
+
+
+# A committed record of each recipe, with its checkpoint's training config.
+RECORDS = ["geo/flowcaps/quick/seed2.json", "geo/flowcaps/long/seed0.json",
+           "geoplus/flowcaps/quick/seed0.json", "geoplus/flowcaps/long/seed0.json"]
+
+
+@pytest.mark.parametrize("name", RECORDS)
+def test_flowcaps_train_builds_the_records_config(tmp_path, monkeypatch, name):
+    """What `flowcaps train DATA --profile P` trains is what the record's checkpoint trained
+    with, as each of its CPU ranks saw it, in every field but the paths, seed and device."""
+    record = json.loads((ROOT / "results" / "records" / name).read_text())
+    trained = record["config"]["trained_with"]
+    variant, profile = record["dataset"], record["profile"]
+    args = [_data(tmp_path / "data", variant, 64), "--profile", profile]
+    if variant == "geo+":
+        args += ["--mix-data", _data(tmp_path / "mix", "geo", 64)]
+    cfg = launch.per_rank_config(_cli_config(monkeypatch, *args), trained["meta"]["world_size"])
+    want = TrainConfig.from_dict(trained["config"])  # keys added since take their off values
+    paths = {"out": "x", "mix_data": None, "seed": 0, "device": "auto"}
+    assert dataclasses.asdict(cfg.replace(**paths)) == dataclasses.asdict(want.replace(**paths))
+    assert (cfg.mix_data is None) == (want.mix_data is None)
+
+
+def test_the_paper_profile_is_the_configs_defaults():
+    assert paper(out="x") == TrainConfig(out="x")
     base = paper(out="x")
     assert (base.lr, base.epochs, base.w_center, base.w_smooth) == (1e-4, 150, 1e-2, 1e-4)
     assert (base.model.num_capsules, base.model.capsule_dim) == (8, 32)
-    quick = flowcaps.PROFILES["quick"](out="x")
-    assert quick.model.translation_head == "softargmax" and quick.lr == 3e-3
-    # fields the quick profile leaves alone are the paper profile's, not TrainConfig's defaults
-    assert quick.model.mask_prior == base.model.mask_prior and quick.epochs != TrainConfig().epochs
+    assert (base.model.translation_head, base.model.background) == ("fc", "uniform")
+    assert (base.blur_sigmas, base.both_directions, base.center_form) == ((0.0,), False, "spread")
+
+
+def test_geoplus_data_needs_geo_pairs_to_mix_in(tmp_path, monkeypatch):
+    plus = _data(tmp_path / "plus", "geo+", 64)
+    res = CliRunner().invoke(flowcaps.cli.main, ["train", plus, "--profile", "quick"])
+    assert res.exit_code == 1 and "pass --mix-data DIR" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    res = CliRunner().invoke(flowcaps.cli.main, ["train", plus, "--mix-data", plus])
+    assert res.exit_code == 1 and "holds geo+ data; geo+ data's recipe mixes in geo" in res.output
+    alone = _cli_config(monkeypatch, plus, "--set", "mix_first=0")  # Geo+ alone, on purpose
+    assert (alone.mix_data, alone.mix_first, alone.model.enc_norm) == (None, 0.0, 8)
+    for variant, differences in BY_VARIANT.items():  # each difference says why, in one line
+        assert variant in MIX_WITH or "mix_first" not in differences
+        assert all(why.strip() and "\n" not in why for _, why in differences.values())
+
+
+def test_smoke_is_the_quick_profile_scaled_down():
+    """The contract test trains the model family the quick profile trains, only smaller and
+    shorter: every difference is a size or a cost."""
+    smoke, quick = (dataclasses.asdict(flowcaps.PROFILES[n](out="x")) for n in ("smoke", "quick"))
+    model = {k for k in quick["model"] if smoke["model"][k] != quick["model"][k]}
+    assert model == {"enc_channels", "enc_hidden"}
+    train = {k for k in quick if k != "model" and smoke[k] != quick[k]}
+    assert train == {"epochs", "batch_size", "points", "smooth_points", "blur_sigmas",
+                     "both_directions", "max_minutes", "warmup_steps", "compile", "cpu_ranks",
+                     "threads", "checkpoint_minutes", "log_every"}
+    assert smoke["cpu_ranks"] == 1 and not smoke["compile"] and smoke["epochs"] <= 2
 
 
 def _saved(config_changes: dict, model_changes: dict) -> str:
@@ -58,13 +142,14 @@ def test_removed_switches_load_only_at_their_off_value():
     for key in removed.TRAIN_FIELDS:
         on = {"blur_fade": 0.5, "w_consistency": 3.0, "w_segment": 1.0, "overlap_start": 0.4,
               "occlusion_aware": True, "edge_source": "difference", "w_layers": 1.0,
-              "window_ramp": 0.5, "w_distinct": 0.01, "distinct_margin": 0.9}[key]
+              "window_ramp": 0.5, "w_distinct": 0.01, "distinct_margin": 0.9, "w_overlap": 0.05,
+              "overlap_tau": 2.0}[key]
         with pytest.raises(FlowcapsError, match=f"{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({key: on}, {}))
     for key in removed.MODEL_FIELDS:
         on = {"heat_offset": 0.15, "depth_code": "capsule", "mask_reading": "logit",
               "heat_block": -1, "enc_extra_convs": 1, "heat_window": 2,
-              "enc_norm_kind": "batch"}[key]
+              "enc_norm_kind": "batch", "split_first_layer": False}[key]
         with pytest.raises(FlowcapsError, match=f"model.{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({}, {key: on}))
     # a removed value of a kept switch is refused by validation

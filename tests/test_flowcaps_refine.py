@@ -5,13 +5,14 @@ import dataclasses
 import pytest
 import torch
 
-from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, RefineConfig, parse_refined, refine_poses
+from flowcaps import FlowcapsError, FlowCapsules, RefineConfig, parse_refined, refine_poses
 from flowcaps import geometry
 from flowcaps.refine import edge_band
+from tiny_flowcaps import model_config
 
 # Two capsules, the "over" layering; the decoder's disc prior makes each mask a soft disc.
-SMALL = ModelConfig(image_size=32, num_capsules=2, capsule_dim=10, enc_channels=(4, 8),
-                    enc_hidden=16, dec_hidden=8, dec_depth=2, layering="over", mask_prior=12.0)
+SMALL = model_config(image_size=32, num_capsules=2, capsule_dim=10, enc_channels=(4, 8),
+                     enc_hidden=16, dec_hidden=8, dec_depth=2, layering="over", mask_prior=12.0)
 COLOURS = torch.tensor([[0.9, 0.1, 0.1], [0.1, 0.2, 0.9]])  # (K, 3)
 TRUE = torch.tensor([[[-0.3, -0.2, 0.0, 0.3], [0.3, 0.25, 0.0, 0.25]]])  # (1, K, 4) poses drawn
 DEPTH = torch.tensor([[9.0, 10.0]])  # (1, K)

@@ -1,10 +1,9 @@
-"""The loss terms beyond the paper's (appearance, overlap, slow), the blur pyramid, colour shuffle."""
+"""The loss terms beyond the paper's (appearance, slow), the blur pyramid, colour shuffle."""
 import torch
 
-from flowcaps import geometry
-from flowcaps.config import ModelConfig, TrainConfig
-from flowcaps.losses import appearance_loss, overlap_loss, pair_loss, shuffle_channels, slow_loss
+from flowcaps.losses import appearance_loss, pair_loss, shuffle_channels, slow_loss
 from flowcaps.model import FlowCapsules
+from tiny_flowcaps import model_config, train_config
 
 H = W = 16
 
@@ -48,14 +47,14 @@ def test_still_background_explains_a_textured_static_background():
 
 def test_capsule_codes_are_shared_by_every_image():
     torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=32, num_capsules=3, shape_code="capsule"))
+    model = FlowCapsules(model_config(image_size=32, num_capsules=3, shape_code="capsule"))
     shape, pose, depth = model.encode(torch.rand(2, 3, 32, 32))
     assert torch.equal(shape[0], shape[1])
     assert not torch.equal(pose[0], pose[1]) and not torch.equal(depth[0], depth[1])
 
 
 def test_prior_gain_is_stored_and_old_checkpoints_load():
-    model = FlowCapsules(ModelConfig(image_size=32, num_capsules=2))
+    model = FlowCapsules(model_config(image_size=32, num_capsules=2))
     state = model.state_dict()
     assert "encoder.prior_gain" in state
     model.encoder.prior_gain.fill_(0.0)
@@ -80,9 +79,9 @@ def test_colour_shuffle_permutes_each_image_on_its_own_and_repeats_with_the_seed
 
 def test_colour_shuffle_changes_only_what_the_encoder_sees():
     torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
+    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8)))
     img0, img1 = torch.rand(2, 4, 3, H, W, generator=torch.Generator().manual_seed(3))
-    cfg = TrainConfig(model=model.config, points=0, w_appearance=1.0)
+    cfg = train_config(model=model.config, points=0, w_appearance=1.0)
     plain = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
     grey0, grey1 = img0.mean(1, keepdim=True).expand(-1, 3, -1, -1), img1.mean(1, keepdim=True).expand(-1, 3, -1, -1)
     shuffled = cfg.replace(colour_shuffle=True)
@@ -97,47 +96,16 @@ def test_colour_shuffle_changes_only_what_the_encoder_sees():
 
 def test_render_loss_is_the_mean_over_the_pyramid_levels():
     torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
+    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8)))
     img0, img1 = torch.rand(2, 4, 3, H, W, generator=torch.Generator().manual_seed(3))
-    base = TrainConfig(model=model.config, points=0, smooth_points=0, w_center=0.0,
-                       both_directions=False)
+    base = train_config(model=model.config, points=0, smooth_points=0, w_center=0.0,
+                        both_directions=False)
     def render(sigmas):
         cfg = base.replace(blur_sigmas=sigmas)
         return pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0)).render
     sharp, blurred = render((0.0,)), render((2.0,))
     assert not torch.allclose(sharp, blurred)
     assert torch.allclose(render((0.0, 2.0)), (sharp + blurred) / 2, atol=1e-7)
-
-
-def test_overlap_penalises_capsules_that_cover_the_same_pixels_and_move_alike():
-    u = torch.rand(1, 50, 2, generator=torch.Generator().manual_seed(1)) * 2 - 1  # (1, P, 2)
-    pose = torch.tensor([[[0.0, 0.0, 0.0, 0.3], [0.0, 0.0, 0.0, 0.3]]])  # (1, K=2, 4)
-    v = geometry.to_canonical(pose, u)  # (1, 2, P, 2)
-    weight = torch.ones(1, 50)
-    full = torch.ones(1, 2, 50)
-    together = pose + torch.tensor([0.1, 0.0, 0.0, 0.0])  # both move 0.1 frame units = 1.6 px at 32 px
-    apart = pose + torch.tensor([[[0.2, 0.0, 0.0, 0.0], [-0.2, 0.0, 0.0, 0.0]]])
-    dup = overlap_loss(full, v, together, u, weight, 1.0, (32, 32))
-    assert abs(float(dup) - 2.0) < 1e-5  # two ordered pairs, both masks 1 everywhere, gate 1
-    assert float(overlap_loss(full, v, apart, u, weight, 1.0, (32, 32))) < 1e-6  # 6.4 px apart
-    disjoint = torch.stack([(u[..., 0] > 0).float(), (u[..., 0] <= 0).float()], 1)  # (1, 2, P)
-    assert float(overlap_loss(disjoint, v, together, u, weight, 1.0, (32, 32))) == 0.0
-    # the gradient shrinks both masks where they overlap
-    masks = torch.full((1, 2, 50), 0.8, requires_grad=True)
-    overlap_loss(masks, v, together, u, weight, 1.0, (32, 32)).backward()
-    assert bool((masks.grad > 0).all())
-
-
-def test_overlap_enters_the_total_with_its_weight():
-    torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
-    img0 = torch.rand(4, 3, H, W, generator=torch.Generator().manual_seed(3))
-    img1 = img0  # no motion: every pair of capsules moves alike, so overlaps count in full
-    cfg = TrainConfig(model=model.config, points=0, smooth_points=0, w_overlap=0.5)
-    on = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
-    off = pair_loss(model, img0, img1, cfg.replace(w_overlap=0.0), torch.Generator().manual_seed(0))
-    assert float(on.overlap.detach()) > 0 and float(off.overlap) == 0.0
-    assert torch.allclose(on.total, off.total + 0.5 * on.overlap, atol=1e-6)
 
 
 def test_slow_is_the_mean_squared_flow_in_pixels():
@@ -155,10 +123,10 @@ def test_slow_is_the_mean_squared_flow_in_pixels():
 
 def test_slow_enters_the_total_with_its_weight():
     torch.manual_seed(0)
-    model = FlowCapsules(ModelConfig(image_size=H, enc_channels=(8, 8)))
+    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8)))
     gen = torch.Generator().manual_seed(3)
     img0, img1 = torch.rand(2, 4, 3, H, W, generator=gen)  # two frames: the capsules move
-    cfg = TrainConfig(model=model.config, points=0, smooth_points=0, w_slow=0.5)
+    cfg = train_config(model=model.config, points=0, smooth_points=0, w_slow=0.5)
     on = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
     off = pair_loss(model, img0, img1, cfg.replace(w_slow=0.0), torch.Generator().manual_seed(0))
     assert float(on.slow.detach()) > 0 and float(off.slow) == 0.0

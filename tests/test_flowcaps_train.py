@@ -12,10 +12,10 @@ from flowcaps import FlowcapsError, TrainConfig, checkpoint
 from flowcaps import trainer as train_mod
 from trainloop import ddp, progress
 from flowcaps.cli import main as cli_main
-from flowcaps.config import ModelConfig
+from tiny_flowcaps import model_config, train_config
 
-TINY = ModelConfig(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
-                   enc_hidden=16, dec_hidden=8, dec_depth=2)
+TINY = model_config(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
+                    enc_hidden=16, dec_hidden=8, dec_depth=2)
 
 
 def tiny_pairs(n=32, seed=0) -> np.ndarray:
@@ -33,8 +33,8 @@ def tiny_pairs(n=32, seed=0) -> np.ndarray:
 
 
 def tiny_config(out, **changes) -> TrainConfig:
-    cfg = TrainConfig(model=TINY, out=str(out), epochs=2, batch_size=8, lr=1e-3, points=64,
-                      smooth_points=8, device="cpu", log_every=1, checkpoint_minutes=0.0)
+    cfg = train_config(model=TINY, out=str(out), epochs=2, batch_size=8, lr=1e-3, points=64,
+                       smooth_points=8, device="cpu", log_every=1, checkpoint_minutes=0.0)
     return cfg.replace(**changes)
 
 
@@ -97,12 +97,12 @@ def test_cli_errors_are_one_line(tmp_path):
 
 def test_prior_fades_out_and_the_extra_terms_train(tmp_path):
     """prior_anneal drives the stored prior gain to 0; the optional terms give finite losses."""
-    cfg = tiny_config(tmp_path / "run", prior_anneal=0.5, w_appearance=1.0, w_overlap=0.05)
+    cfg = tiny_config(tmp_path / "run", prior_anneal=0.5, w_appearance=1.0, w_slow=0.05)
     path = train_mod.fit(cfg, tiny_pairs(), progress=False)
     model = flowcaps.load(path)
     assert float(model.encoder.prior_gain) == 0.0
     rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
-    assert all(np.isfinite(float(r["appearance"])) and float(r["appearance"]) > 0 for r in rows)
+    assert all(np.isfinite(float(r[t])) and float(r[t]) > 0 for r in rows for t in ("appearance", "slow"))
 
 
 def test_init_starts_from_a_checkpoints_weights(tmp_path):

@@ -23,24 +23,6 @@ from benchmark.errors import BenchmarkError
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 
-# The smoke profile is the quick profile scaled down (a smaller network, a few dozen steps, one
-# process and thread, no compile), so the contract test trains the model family that the quick
-# profile really trains. One thread: a model this small gains nothing from a second one, which on
-# shared cores mostly waits.
-SMOKE_MODEL = {"enc_channels": (16, 16, 32, 32), "enc_hidden": 64, "dec_hidden": 32}
-SMOKE_TRAIN = {"epochs": 2, "batch_size": 16, "points": 128, "smooth_points": 16,
-               "blur_sigmas": (0.0,), "both_directions": False, "max_minutes": None,
-               "warmup_steps": 0, "compile": False, "cpu_ranks": 1, "threads": 1,
-               "checkpoint_minutes": 10.0, "log_every": 5}
-# Geo+ runs also train on Geo's training pairs, Geo alone for the first MIX_FIRST of the run:
-# with one shape code per capsule, Geo+'s textures alone leave every capsule drawing a round
-# blob; Geo's flat shapes teach the outlines (experiments/2026-11-28-geoplus-shapes-from-geo).
-MIX_FIRST = 0.35
-# Geo+ runs also put GroupNorm in the encoder (model.enc_norm): it finds textured shapes on
-# photographs far sooner; on Geo it scored lower and broke one seed of three
-# (experiments/2026-11-28-geoplus-localisation), so Geo runs go without it.
-GEOPLUS_MODEL = {"enc_norm": 8}
-
 
 @register
 class FlowCapsulesMethod:
@@ -59,18 +41,17 @@ class FlowCapsulesMethod:
     amodal = True
     tables = (1, 2)
     clip_frames = 2
+    # flowcaps.profiles.MIX_WITH, spelt out so that `flowbench list` need not import torch
     trains_with = {"geo+": ("geo",)}
 
     def _train_config(self, spec: TrainSpec):
+        """The profile's config for the dataset (flowcaps.profiles.for_data, as `flowcaps
+        train` builds it), then the spec's seed, device and Table 3 axes."""
         import flowcaps
-        if spec.profile == "smoke":
-            base = flowcaps.PROFILES["quick"](out=str(spec.run_dir)).replace(
-                model=SMOKE_MODEL, **SMOKE_TRAIN)
-        elif spec.profile in flowcaps.PROFILES:
-            base = flowcaps.PROFILES[spec.profile](out=str(spec.run_dir))
-        else:
+        from flowcaps.profiles import MIX_WITH, for_data
+        if spec.profile not in flowcaps.PROFILES:
             raise BenchmarkError(f"flowcaps has no profile {spec.profile!r}")
-        model: dict[str, Any] = {"image_size": spec.image_size}
+        model: dict[str, Any] = {}
         v = spec.variant
         if v.num_capsules is not None:
             model["num_capsules"] = v.num_capsules
@@ -80,15 +61,18 @@ class FlowCapsulesMethod:
             model["dec_depth"] = v.decoder_depth
         if v.depth_ordering is not None:
             model["depth_ordering"] = v.depth_ordering
-        mix = {}
-        if spec.extra_data:
-            (root,) = spec.extra_data.values()  # trains_with names one dataset
-            mix = {"mix_data": str(root), "mix_first": MIX_FIRST}
-            model.update(GEOPLUS_MODEL)
+        mix_with = MIX_WITH.get(spec.dataset)
+        mix = spec.extra_data.get(mix_with) if mix_with else None
         try:
-            cfg = base.replace(seed=spec.seed, device=spec.device, out=str(spec.run_dir),
-                               model=model, **mix)
-            cfg.validate()
+            cfg = for_data(spec.profile, spec.dataset, out=str(spec.run_dir),
+                           mix_data=None if mix is None else str(mix), image_size=spec.image_size)
+            cfg = cfg.replace(seed=spec.seed, device=spec.device, model=model)
+            if mix_with and mix is None:
+                # The runner passes the mix data whenever it trains; without it (a given
+                # checkpoint's evaluation, the ablation grid's axes) the config is only read.
+                cfg.model.validate()
+            else:
+                cfg.validate()
         except flowcaps.FlowcapsError as err:
             raise BenchmarkError(f"flowcaps config: {err}") from None
         return cfg
@@ -139,22 +123,7 @@ class FlowCapsulesMethod:
         on the full grid; composing the model's steps once halves evaluation time. The
         contract test checks the result against `parse` and `flow`.
         """
-        import torch
-        from flowcaps import geometry
-        b, _, h, w = img0.shape
-        dev = next(model.parameters()).device
-        with torch.inference_mode():
-            x = torch.from_numpy(np.concatenate([img0, img1])).to(dev)  # (2B, 3, H, W)
-            shape, pose, depth = model.encode(x)  # (2B, K, C-5), (2B, K, 4), (2B, K)
-            u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
-            pm = model.masks_at(shape[:b], pose[:b], depth[:b], u)  # (B, K, P) masks
-            phi = geometry.frame_to_pixels(model.flow_at(pm, pose[b:], u), h, w)  # (B, P, 2)
-            k = pm.masks.shape[1]
-            feats = torch.cat([shape[:b], pose[:b], depth[:b, :, None]], -1)  # (B, K, C)
-            return Prediction(masks=_np(pm.masks.view(b, k, h, w)),
-                              visible=_np(pm.visible.view(b, k, h, w)),
-                              flow=_np(phi.transpose(1, 2).reshape(b, 2, h, w)),
-                              features=_np(feats.flatten(1)))
+        return _predict(model, img0, img1)
 
     def embed(self, model: Any, img0: np.ndarray, *,
               gt_flow: np.ndarray | None = None) -> np.ndarray:
@@ -172,10 +141,8 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
     checkpoints as "flowcaps"; only inference differs.
 
     Frame 0's poses are refined, so its masks and visibility (the IoU and ARI metrics) come from
-    refined poses. Flow and the clustering features stay the encoder's: refining frame 1 too
-    would double an evaluation that already takes 12 (Geo) to 50 (Geo+) minutes on 10k test
-    pairs with two CPU cores, and `embed` gives the encoder's features for the train images, so
-    k-means sees the same kind of vector on both sides.
+    refined poses. Flow and the clustering features stay the encoder's, as `embed`'s do for the
+    train images (docs/flowcaps.md, "Test-time pose refinement", says why).
     """
 
     name = "flowcaps-refine"
@@ -219,24 +186,7 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
 
     def predict(self, model: Refining, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
-        import torch
-        from flowcaps import geometry
-        from flowcaps.refine import refine_poses
-        net = model.net
-        plain = super().predict(net, img0, img1)  # flow and features stay these
-        b, _, h, w = img0.shape
-        dev = next(net.parameters()).device
-        x = torch.from_numpy(img0).to(dev)  # (B, 3, H, W)
-        still = torch.from_numpy(img1).to(dev) if model.still else None  # (B, 3, H, W)
-        with torch.no_grad():
-            shape, pose, depth = net.encode(x)  # (B, K, C-5), (B, K, 4), (B, K)
-        pose = refine_poses(net, x, shape, pose, depth, self.refine, still)  # (B, K, 4)
-        with torch.no_grad():
-            u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
-            pm = net.masks_at(shape, pose, depth, u)  # (B, K, P)
-        k = pm.masks.shape[1]
-        return dataclasses.replace(plain, masks=_np(pm.masks.view(b, k, h, w)),
-                                   visible=_np(pm.visible.view(b, k, h, w)))
+        return _predict(model.net, img0, img1, self.refine, model.still)
 
     def embed(self, model: Refining, img0: np.ndarray, *,
               gt_flow: np.ndarray | None = None) -> np.ndarray:
@@ -250,6 +200,42 @@ class Refining:
 
     net: Any
     still: bool
+
+
+def _predict(net: Any, img0: np.ndarray, img1: np.ndarray, refine: Any = None,
+             still: bool = False) -> Prediction:
+    """Both frames encoded in one batch, frame 0 decoded on the full grid in one pass.
+
+    With `refine` (a RefineConfig) frame 0's poses are refined (against img1 as the background
+    layer where `still`) and decoded in that same pass beside the encoder's: the masks come
+    from the refined poses, the flow and the features from the encoder's.
+    """
+    import torch
+    from flowcaps import geometry
+    from flowcaps.model import PointMasks
+    from flowcaps.refine import refine_poses
+    b, _, h, w = img0.shape
+    dev = next(net.parameters()).device
+    with torch.no_grad():  # not inference_mode: the refinement takes gradients in the poses
+        x = torch.from_numpy(np.concatenate([img0, img1])).to(dev)  # (2B, 3, H, W)
+        shape, pose, depth = net.encode(x)  # (2B, K, C-5), (2B, K, 4), (2B, K)
+    shape, pose0, pose1, depth = shape[:b], pose[:b], pose[b:], depth[:b]
+    u = geometry.pixel_centres(h, w, dev).expand(b, -1, -1)  # (B, P, 2)
+    poses, n = pose0, 1  # the poses decoded, n copies of frame 0 in a row
+    if refine is not None:
+        moved = refine_poses(net, x[:b], shape, pose0, depth, refine, x[b:] if still else None)
+        poses, n = torch.cat([pose0, moved]), 2  # (2B, K, 4)
+    with torch.no_grad():
+        pm = net.masks_at(shape.repeat(n, 1, 1), poses, depth.repeat(n, 1),
+                          u.repeat(n, 1, 1))  # (nB, K, P)
+        encoders = PointMasks(v=pm.v[:b], masks=pm.masks[:b], visible=pm.visible[:b])
+        phi = geometry.frame_to_pixels(net.flow_at(encoders, pose1, u), h, w)  # (B, P, 2)
+        feats = torch.cat([shape, pose0, depth[:, :, None]], -1)  # (B, K, C)
+    k = shape.shape[1]
+    return Prediction(masks=_np(pm.masks[-b:].view(b, k, h, w)),
+                      visible=_np(pm.visible[-b:].view(b, k, h, w)),
+                      flow=_np(phi.transpose(1, 2).reshape(b, 2, h, w)),
+                      features=_np(feats.flatten(1)))
 
 
 def _np(t) -> np.ndarray:
