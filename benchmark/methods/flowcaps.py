@@ -2,6 +2,10 @@
 
 Letters: B batch, K capsules, C capsule size (|s| = C - 5), H = W image side.
 
+Masks: Lambda_k, each capsule's amodal mask, in [0, 1]. Visible: Lambda+_k, the layering's share
+of each pixel (the front-to-back composite, or the softmax over capsules and the static
+background's entry), in [0, 1]; the metrics threshold each at 0.5 as given.
+
 Features for clustering: for each image, the concatenation over the K capsules (in
 capsule order) of shape code s_k (C - 5), pose theta_k (tx, ty, angle, scale; 4) and
 depth d_k (1): K * C numbers. The clustering protocol standardises them.
