@@ -179,6 +179,14 @@ class Method(Protocol):
         """(B, F) features of img0, equal to `predict(...).features` but cheaper; `gt_flow` as
         for `predict` (the k-means protocol embeds training pairs the same way)."""
 
+    def axes(self, spec: TrainSpec) -> Axes:
+        """Table 3's axes a spec trains with (its variant over the method's defaults), which
+        `flowbench ablate` reads; default (METHOD_DEFAULTS) no axes at all."""
+
+
+def _no_axes(self: Any, spec: TrainSpec) -> Axes:
+    return Axes()
+
 
 METHOD_DEFAULTS: dict[str, Any] = {
     "budgets": {"smoke": "seconds (the contract test's tiny profile)",
@@ -189,6 +197,7 @@ METHOD_DEFAULTS: dict[str, Any] = {
     "clip_frames": 2,
     "standardise_features": True,
     "trains_with": {},
+    "axes": _no_axes,
 }
 GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
 TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)

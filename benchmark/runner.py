@@ -285,12 +285,16 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def _axes_spec(dataset: str, profile: str) -> TrainSpec:
+    """A spec to ask a method for its default axes (nothing is trained from it)."""
+    return TrainSpec(dataset=dataset, profile=profile, seed=0, data_root=Path("unused"),
+                     run_dir=Path("unused"), image_size=get_profile(profile).size)
+
+
 def ablation_grid(method: Method, dataset: str, profile: str) -> list[Axes]:
     """The runs that fill Table 3's rows for a dataset (benchmark.paper_tables): for each row
     the overrides of the method's defaults it needs, the default run first, none twice."""
-    spec = TrainSpec(dataset=dataset, profile=profile, seed=0, data_root=Path("unused"),
-                     run_dir=Path("unused"), image_size=get_profile(profile).size)
-    defaults = method.axes(spec)
+    defaults = method.axes(_axes_spec(dataset, profile))
     grid = [Axes()]
     for row in ablation_rows(dataset):
         variant = ablation_variant(row, defaults)
@@ -303,7 +307,7 @@ def ablation_requests(base: RunRequest) -> list[RunRequest]:
     """One request per run of the grid, each checked (plan) before the first starts."""
     method = get_method(base.method)
     check_profile(method, base.profile)
-    if not hasattr(method, "axes"):
+    if method.axes(_axes_spec(base.dataset, base.profile)) == Axes():
         raise BenchmarkError(f"{method.name} has no Table 3 axes to ablate")
     return [replace(base, variant=v) for v in ablation_grid(method, base.dataset, base.profile)]
 

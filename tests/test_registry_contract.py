@@ -114,3 +114,27 @@ def test_a_bad_declaration_fails_at_registration_naming_the_method(attrs, messag
 def test_a_method_leaving_the_new_attributes_out_gets_their_defaults(register_toy):
     m = register_toy(name="toy-bare")  # the toy class states only its budgets
     assert (m.uses_ground_truth, m.amodal, m.tables, m.clip_frames) == ((), True, (1, 2), 2)
+
+
+def test_the_shared_adapter_glue_refuses_in_one_line(tmp_path):
+    """benchmark.methods.glue: a missing checkpoint, a method's own error, axes a method lacks."""
+    from benchmark.methods.glue import checkpoint_file, one_line, refuse_axes
+    from benchmark.registry import Axes
+    with pytest.raises(BenchmarkError, match=f"checkpoint {tmp_path / 'x.pt'} does not exist"):
+        checkpoint_file(tmp_path / "x.pt")
+    with pytest.raises(BenchmarkError, match="^mine training: it broke$"):
+        with one_line((KeyError, ValueError), "mine training"):
+            raise ValueError("it broke")
+    refuse_axes("rnem", Axes(num_capsules=4), allowed=("num_capsules",))  # allowed: no error
+    with pytest.raises(BenchmarkError, match="rnem has no Table 3 axes shape_dim; it varies only "
+                                             "num_capsules"):
+        refuse_axes("rnem", Axes(num_capsules=4, shape_dim=3), allowed=("num_capsules",))
+
+
+def test_a_method_without_axes_gets_the_default_and_cannot_be_ablated():
+    from benchmark.registry import Axes
+    from benchmark.runner import RunRequest, ablation_requests
+    method = get_method("psd")
+    assert method.axes(None) == Axes()
+    with pytest.raises(BenchmarkError, match="psd has no Table 3 axes to ablate"):
+        ablation_requests(RunRequest(method="psd", dataset="geo", profile="quick"))

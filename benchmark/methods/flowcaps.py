@@ -2,6 +2,10 @@
 
 Letters: B batch, K capsules, C capsule size (|s| = C - 5), H = W image side.
 
+Masks: Lambda_k, each capsule's amodal mask, in [0, 1]. Visible: Lambda+_k, the layering's share
+of each pixel (the front-to-back composite, or the softmax over capsules and the static
+background's entry), in [0, 1]; the metrics threshold each at 0.5 as given.
+
 Features for clustering: for each image, the concatenation over the K capsules (in
 capsule order) of shape code s_k (C - 5), pose theta_k (tx, ty, angle, scale; 4) and
 depth d_k (1): K * C numbers. The clustering protocol standardises them.
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.errors import BenchmarkError
+from benchmark.methods.glue import checkpoint_file, eval_device, one_line, to_numpy
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 
@@ -63,7 +68,7 @@ class FlowCapsulesMethod:
             model["depth_ordering"] = v.depth_ordering
         mix_with = MIX_WITH.get(spec.dataset)
         mix = spec.extra_data.get(mix_with) if mix_with else None
-        try:
+        with one_line(flowcaps.FlowcapsError, "flowcaps config"):
             cfg = for_data(spec.profile, spec.dataset, out=str(spec.run_dir),
                            mix_data=None if mix is None else str(mix), image_size=spec.image_size)
             cfg = cfg.replace(seed=spec.seed, device=spec.device, model=model)
@@ -73,8 +78,6 @@ class FlowCapsulesMethod:
                 cfg.model.validate()
             else:
                 cfg.validate()
-        except flowcaps.FlowcapsError as err:
-            raise BenchmarkError(f"flowcaps config: {err}") from None
         return cfg
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
@@ -89,24 +92,16 @@ class FlowCapsulesMethod:
 
     def train(self, spec: TrainSpec) -> Path:
         import flowcaps
-        try:
+        with one_line(flowcaps.FlowcapsError, "flowcaps training"):
             return Path(flowcaps.train(self._train_config(spec), spec.data_root))
-        except flowcaps.FlowcapsError as err:
-            raise BenchmarkError(f"flowcaps training: {err}") from None
 
     def load(self, checkpoint: Path) -> LoadedModel:
         import flowcaps
-        if not Path(checkpoint).is_file():
-            raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
-        import torch
-        device = "cuda" if torch.cuda.is_available() else "cpu"  # evaluation where it is fastest
         from flowcaps.checkpoint import meta_of, read
-        try:
-            model = flowcaps.load(checkpoint, device=device)
+        with one_line(flowcaps.FlowcapsError, f"cannot load {checkpoint} as a flowcaps checkpoint"):
+            model = flowcaps.load(checkpoint_file(checkpoint), device=eval_device())
             blob = read(checkpoint)
             trained_with = {"config": json.loads(blob["config"]), "meta": meta_of(blob)}
-        except flowcaps.FlowcapsError as err:
-            raise BenchmarkError(f"cannot load {checkpoint} as a flowcaps checkpoint: {err}") from None
         model.eval()
         m = model.config
         axes = Axes(num_capsules=m.num_capsules, shape_dim=m.shape_dim,
@@ -132,7 +127,7 @@ class FlowCapsulesMethod:
         with torch.inference_mode():
             shape, pose, depth = model.encode(torch.from_numpy(img0).to(dev))  # (B, K, *)
             feats = torch.cat([shape, pose, depth[..., None]], -1)  # (B, K, C)
-        return _np(feats.flatten(1))  # (B, K * C)
+        return to_numpy(feats.flatten(1))  # (B, K * C)
 
 
 @register
@@ -232,11 +227,7 @@ def _predict(net: Any, img0: np.ndarray, img1: np.ndarray, refine: Any = None,
         phi = geometry.frame_to_pixels(net.flow_at(encoders, pose1, u), h, w)  # (B, P, 2)
         feats = torch.cat([shape, pose0, depth[:, :, None]], -1)  # (B, K, C)
     k = shape.shape[1]
-    return Prediction(masks=_np(pm.masks[-b:].view(b, k, h, w)),
-                      visible=_np(pm.visible[-b:].view(b, k, h, w)),
-                      flow=_np(phi.transpose(1, 2).reshape(b, 2, h, w)),
-                      features=_np(feats.flatten(1)))
-
-
-def _np(t) -> np.ndarray:
-    return t.float().cpu().numpy()
+    return Prediction(masks=to_numpy(pm.masks[-b:].view(b, k, h, w)),
+                      visible=to_numpy(pm.visible[-b:].view(b, k, h, w)),
+                      flow=to_numpy(phi.transpose(1, 2).reshape(b, 2, h, w)),
+                      features=to_numpy(feats.flatten(1)))

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.errors import BenchmarkError
+from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refuse_axes, to_numpy
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 TEST_TIME_INPUT = "frame 0 and the ground-truth flow 0 -> 1 (motion encoder posterior mean)"
@@ -58,16 +59,12 @@ class PsdMethod:
         if spec.profile not in PROFILES:
             raise BenchmarkError(f"psd has no profile {spec.profile!r}; it has "
                                  f"{', '.join(sorted(PROFILES))}")
-        if spec.variant != Axes():
-            raise BenchmarkError("psd has no Table 3 axes (capsules, shape size, decoder depth, "
-                                 "depth ordering); run it without them")
-        try:
+        refuse_axes("psd", spec.variant)
+        with one_line(PsdError, "psd config"):
             cfg = PROFILES[spec.profile].replace(seed=spec.seed, device=spec.device,
                                                  out=str(spec.run_dir),
                                                  model={"image_size": spec.image_size})
             cfg.validate()
-        except PsdError as err:
-            raise BenchmarkError(f"psd config: {err}") from None
         return cfg
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
@@ -75,25 +72,16 @@ class PsdMethod:
 
     def train(self, spec: TrainSpec) -> Path:
         import baselines.psd as psd
-        try:
+        with one_line(psd.PsdError, "psd training"):
             return Path(psd.train(self._train_config(spec), spec.data_root))
-        except psd.PsdError as err:
-            raise BenchmarkError(f"psd training: {err}") from None
 
     def load(self, checkpoint: Path) -> LoadedModel:
-        if not Path(checkpoint).is_file():
-            raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
-        import torch
-
         import baselines.psd as psd
         from baselines.psd.checkpoint import config_of, meta_of, read
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        try:
-            blob = read(checkpoint)
-            model = psd.load(checkpoint, device=device)
+        with one_line(psd.PsdError, f"cannot load {checkpoint} as a psd checkpoint"):
+            blob = read(checkpoint_file(checkpoint))
+            model = psd.load(checkpoint, device=eval_device())
             trained_with = {"config": dataclasses.asdict(config_of(blob)), "meta": meta_of(blob)}
-        except psd.PsdError as err:
-            raise BenchmarkError(f"cannot load {checkpoint} as a psd checkpoint: {err}") from None
         if not model.stage2:
             raise BenchmarkError(f"{checkpoint} has no active dimensions (not a finished run)")
         config = {**dataclasses.asdict(model.config), "active_dims": model.active_dims(),
@@ -115,9 +103,9 @@ class PsdMethod:
             recon = motion.sum(2) / model.config.flow_scale  # (B, 2, H, W) pixels
             mag = local[:, :, model.active].norm(dim=1)  # (B, A, H, W)
             top = mag.flatten(1).amax(-1).clamp_min(1e-12)  # (B,)
-            parts = _np(masks.clamp(0.0, 1.0))  # (B, A, H, W) each over its own maximum
-            extras = {"motion": _np(mag / top[:, None, None, None])}
-        return Prediction(masks=parts, visible=parts, flow=_np(recon), features=_np(mean),
+            parts = to_numpy(masks.clamp(0.0, 1.0))  # (B, A, H, W) each over its own maximum
+            extras = {"motion": to_numpy(mag / top[:, None, None, None])}
+        return Prediction(masks=parts, visible=parts, flow=to_numpy(recon), features=to_numpy(mean),
                           extras=extras)
 
     def embed(self, model: Any, img0: np.ndarray, *,
@@ -127,7 +115,7 @@ class PsdMethod:
         flow = _flow_tensor(model, gt_flow, img0.shape)
         with torch.inference_mode():
             mean, _ = model.encode(flow)  # (B, D)
-        return _np(mean)
+        return to_numpy(mean)
 
 
 def _flow_tensor(model: Any, gt_flow: np.ndarray | None, image_shape: tuple[int, ...]):
@@ -142,7 +130,3 @@ def _flow_tensor(model: Any, gt_flow: np.ndarray | None, image_shape: tuple[int,
         raise BenchmarkError(f"gt_flow must be (B={b}, 2, {h}, {w}), got {gt_flow.shape}")
     dev = next(model.parameters()).device
     return torch.from_numpy(np.ascontiguousarray(gt_flow, dtype=np.float32)).to(dev)
-
-
-def _np(t) -> np.ndarray:
-    return t.float().cpu().numpy()

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.errors import BenchmarkError
+from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refuse_axes, to_numpy
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 EVAL_SEED = 0  # the start of gamma at inference, the same for every image
@@ -53,10 +53,8 @@ class RnemMethod:
     def _train_config(self, spec: TrainSpec):
         from baselines.rnem import RnemError, profile
         v = spec.variant
-        if (v.shape_dim, v.decoder_depth, v.depth_ordering) != (None, None, None):
-            raise BenchmarkError("rnem has no shape code, decoder-depth or depth-ordering axis; "
-                                 "only the number of groups (K) can vary")
-        try:
+        refuse_axes("rnem", v, allowed=("num_capsules",))  # K: its number of groups
+        with one_line(RnemError, "rnem config"):
             base = profile(spec.profile, str(spec.run_dir))
             work = min(base.model.work_size, spec.image_size)
             model: dict[str, Any] = {"image_size": spec.image_size, "work_size": work}
@@ -64,8 +62,6 @@ class RnemMethod:
                 model["num_groups"] = v.num_capsules
             cfg = base.replace(seed=spec.seed, device=spec.device, model=model)
             cfg.validate()
-        except RnemError as err:
-            raise BenchmarkError(f"rnem config: {err}") from None
         return cfg
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
@@ -73,24 +69,16 @@ class RnemMethod:
 
     def train(self, spec: TrainSpec) -> Path:
         from baselines.rnem import RnemError, train
-        try:
+        with one_line(RnemError, "rnem training"):
             return Path(train(self._train_config(spec), spec.data_root))
-        except RnemError as err:
-            raise BenchmarkError(f"rnem training: {err}") from None
 
     def load(self, checkpoint: Path) -> LoadedModel:
-        import torch
         from baselines.rnem import RnemError
         from baselines.rnem import checkpoint as ckpt
-        if not Path(checkpoint).is_file():
-            raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        try:
-            blob = ckpt.read(checkpoint)
-            model = ckpt.load(checkpoint, device=device)
+        with one_line(RnemError, f"cannot load {checkpoint} as an rnem checkpoint"):
+            blob = ckpt.read(checkpoint_file(checkpoint))
+            model = ckpt.load(checkpoint, device=eval_device())
             trained_with = {"config": ckpt.config_of(blob).to_json(), "meta": ckpt.meta_of(blob)}
-        except RnemError as err:
-            raise BenchmarkError(f"cannot load {checkpoint} as an rnem checkpoint: {err}") from None
         m = model.config
         return LoadedModel(model=model, config=dataclasses.asdict(m),
                            axes=Axes(num_capsules=m.num_groups), image_size=m.image_size,
@@ -111,7 +99,7 @@ class RnemMethod:
             extras = {"gamma": _resize(gamma.flatten(1, 2), size),
                       "mask": _resize(_take(read.mask[:, :, 0], order), size)}
             return Prediction(masks=visible, visible=visible, flow=None,
-                              features=_np(_take(read.theta, order).flatten(1)), extras=extras)
+                              features=to_numpy(_take(read.theta, order).flatten(1)), extras=extras)
 
     def embed(self, model: Any, img0: np.ndarray, *,
               gt_flow: np.ndarray | None = None) -> np.ndarray:
@@ -120,7 +108,7 @@ class RnemMethod:
             x = torch.from_numpy(img0[:, None]).to(_device(model))  # (B, 1, 3, H, W)
             # One frame: the E - 1 steps against itself, the same as predict's first steps.
             read = model.run(model.to_work(x), _generator(), shared_init=True)[-1]
-            return _np(_take(read.theta, _order(read)).flatten(1))
+            return to_numpy(_take(read.theta, _order(read)).flatten(1))
 
 
 def _device(model):
@@ -151,8 +139,4 @@ def _resize(maps, size: int) -> np.ndarray:
     from torch.nn import functional as F
     if maps.shape[-1] != size:
         maps = F.interpolate(maps, size=(size, size), mode="bilinear", align_corners=False)
-    return _np(maps.clamp(0, 1))
-
-
-def _np(t) -> np.ndarray:
-    return t.float().cpu().numpy()
+    return to_numpy(maps.clamp(0, 1))

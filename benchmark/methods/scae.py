@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.errors import BenchmarkError
+from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refuse_axes, to_numpy
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 ENCODE_BATCH = 200  # images per FlowCapsules encoder call when making FlowSCAE's parts
@@ -49,35 +50,22 @@ FLOW_BUDGETS = {
 
 def _profile(kind: str, spec: TrainSpec):
     from baselines.scae import ScaeError, profile
-    if spec.variant != Axes():
-        raise BenchmarkError(f"{kind} has no Table 3 axes; run it without --variant options")
-    try:
+    refuse_axes(kind, spec.variant)
+    with one_line(ScaeError, f"{kind} config"):
         return profile(kind, spec.profile, spec.dataset).replace(
             run={"seed": spec.seed, "device": spec.device, "out": str(spec.run_dir)})
-    except ScaeError as err:
-        raise BenchmarkError(str(err)) from None
 
 
 def _read(checkpoint: Path, kind: str):
     """(model, config, meta) of an SCAE-package checkpoint of the given kind."""
-    if not Path(checkpoint).is_file():
-        raise BenchmarkError(f"checkpoint {checkpoint} does not exist")
-    import torch
     from baselines.scae import ScaeError, checkpoint as ckpt
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        blob = ckpt.read(checkpoint)
+    with one_line(ScaeError, f"cannot load {checkpoint} as a {kind} checkpoint"):
+        blob = ckpt.read(checkpoint_file(checkpoint))
         cfg = ckpt.config_of(blob)
         if cfg.kind != kind:
             raise BenchmarkError(f"{checkpoint} holds a {cfg.kind} model, not {kind}")
-        model = ckpt.load(checkpoint, device=device)
-    except ScaeError as err:
-        raise BenchmarkError(f"cannot load {checkpoint} as a {kind} checkpoint: {err}") from None
+        model = ckpt.load(checkpoint, device=eval_device())
     return model, cfg, ckpt.meta_of(blob)
-
-
-def _np(t) -> np.ndarray:
-    return t.float().cpu().numpy()
 
 
 @register
@@ -95,10 +83,8 @@ class SCAEMethod:
         cfg = _profile("scae", spec)
         cfg = cfg.replace(pcae={"image_size": spec.image_size})
         from baselines.scae import ScaeError
-        try:
+        with one_line(ScaeError, "scae config"):
             cfg.validate()
-        except ScaeError as err:
-            raise BenchmarkError(f"scae config: {err}") from None
         return cfg
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
@@ -106,10 +92,8 @@ class SCAEMethod:
 
     def train(self, spec: TrainSpec) -> Path:
         from baselines.scae import ScaeError, train_scae
-        try:
+        with one_line(ScaeError, "scae training"):
             return Path(train_scae(self._config(spec), spec.data_root))
-        except ScaeError as err:
-            raise BenchmarkError(f"scae training: {err}") from None
 
     def load(self, checkpoint: Path) -> LoadedModel:
         model, cfg, meta = _read(checkpoint, "scae")
@@ -124,16 +108,16 @@ class SCAEMethod:
         import torch
         dev = next(model.parameters()).device
         out = model.infer(torch.from_numpy(img0).to(dev))
-        return Prediction(masks=_np(out.masks), visible=_np(out.visible), flow=None,
-                          features=_np(out.prior),
-                          extras={"templates": _np(out.templates),
-                                  "reconstruction": _np(out.reconstruction)})
+        return Prediction(masks=to_numpy(out.masks), visible=to_numpy(out.visible), flow=None,
+                          features=to_numpy(out.prior),
+                          extras={"templates": to_numpy(out.templates),
+                                  "reconstruction": to_numpy(out.reconstruction)})
 
     def embed(self, model: Any, img0: np.ndarray, *,
               gt_flow: np.ndarray | None = None) -> np.ndarray:
         import torch
         dev = next(model.parameters()).device
-        return _np(model.infer(torch.from_numpy(img0).to(dev)).prior)  # (B, K)
+        return to_numpy(model.infer(torch.from_numpy(img0).to(dev)).prior)  # (B, K)
 
 
 @dataclass
@@ -200,10 +184,8 @@ class FlowSCAEMethod:
                                  f"does not exist")
         import flowcaps
         from baselines.scae.checkpoint import sha256
-        try:
+        with one_line(flowcaps.FlowcapsError, "FlowSCAE's parts"):
             m = flowcaps.load(path).config
-        except flowcaps.FlowcapsError as err:
-            raise BenchmarkError(f"FlowSCAE's parts: {err}") from None
         if m.image_size != spec.image_size:
             raise BenchmarkError(f"{path} is a {m.image_size} px model; the data is "
                                  f"{spec.image_size} px")
@@ -222,18 +204,16 @@ class FlowSCAEMethod:
         from baselines.scae.data import load_images
         from baselines.scae.trainer import resolve_device
         cfg = self._config(spec, fill=True)
-        try:
+        with one_line((ScaeError, flowcaps.FlowcapsError), "flowscae training"):
             device = resolve_device(cfg.run.device)
             flow = flowcaps.load(cfg.parts.checkpoint, device=device)
             images = load_images(spec.data_root, "train")  # (N, H, W, 3)
             parts = np.concatenate([
-                _np(flowcaps_parts(flow, torch.from_numpy(images[i:i + ENCODE_BATCH]).to(device)
+                to_numpy(flowcaps_parts(flow, torch.from_numpy(images[i:i + ENCODE_BATCH]).to(device)
                                    .permute(0, 3, 1, 2).float() / 255.0,
                                    cfg.parts.presence_area))
                 for i in range(0, len(images), ENCODE_BATCH)])  # (N, K, 7 + F)
             return Path(train_flowscae(cfg, parts, meta={"data": str(spec.data_root)}))
-        except (ScaeError, flowcaps.FlowcapsError) as err:
-            raise BenchmarkError(f"flowscae training: {err}") from None
 
     def load(self, checkpoint: Path) -> LoadedModel:
         ocae, cfg, meta = _read(checkpoint, "flowscae")
@@ -247,10 +227,8 @@ class FlowSCAEMethod:
             raise BenchmarkError(f"{path} is not the FlowCapsules checkpoint {checkpoint} was "
                                  f"trained on (sha256 differs)")
         device = next(ocae.parameters()).device
-        try:
+        with one_line(flowcaps.FlowcapsError, "FlowSCAE's parts"):
             flow = flowcaps.load(path, device=device)
-        except flowcaps.FlowcapsError as err:
-            raise BenchmarkError(f"FlowSCAE's parts: {err}") from None
         config = dataclasses.asdict(cfg)
         return LoadedModel(model=FlowSCAEModel(flow=flow, ocae=ocae), config=config, axes=Axes(),
                            image_size=flow.config.image_size,
@@ -271,9 +249,9 @@ class FlowSCAEMethod:
             k = pm.masks.shape[1]
             parts = flowcaps_parts(model.flow, x, model.ocae.cfg.parts.presence_area)
             feats = model.ocae.infer(parts).prior  # (B, K_obj)
-        return Prediction(masks=_np(pm.masks.view(b, k, h, w)),
-                          visible=_np(pm.visible.view(b, k, h, w)), flow=None,
-                          features=_np(feats))
+        return Prediction(masks=to_numpy(pm.masks.view(b, k, h, w)),
+                          visible=to_numpy(pm.visible.view(b, k, h, w)), flow=None,
+                          features=to_numpy(feats))
 
     def embed(self, model: FlowSCAEModel, img0: np.ndarray, *,
               gt_flow: np.ndarray | None = None) -> np.ndarray:
@@ -282,4 +260,4 @@ class FlowSCAEMethod:
         x = torch.from_numpy(img0).to(dev)
         with torch.inference_mode():
             parts = flowcaps_parts(model.flow, x, model.ocae.cfg.parts.presence_area)
-            return _np(model.ocae.infer(parts).prior)  # (B, K_obj)
+            return to_numpy(model.ocae.infer(parts).prior)  # (B, K_obj)

@@ -1,0 +1,54 @@
+"""What every adapter shares: the checkpoint path check, the evaluation device, a method's own
+error as the benchmark's one line, the refusal of Table 3 axes a method lacks, tensors to arrays.
+
+torch is imported inside the functions, so `flowbench table` and `list` start without it.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Axes
+
+
+def checkpoint_file(path: str | Path) -> Path:
+    """`path` if it is a file; the one-line error every adapter gives otherwise."""
+    if not Path(path).is_file():
+        raise BenchmarkError(f"checkpoint {path} does not exist")
+    return Path(path)
+
+
+def eval_device() -> str:
+    """Evaluation runs where it is fastest: the GPU when there is one."""
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@contextlib.contextmanager
+def one_line(kind: type[Exception] | tuple[type[Exception], ...], what: str) -> Iterator[None]:
+    """A method's own error (`kind`, or any of several) re-raised as
+    BenchmarkError("what: message")."""
+    try:
+        yield
+    except kind as err:
+        raise BenchmarkError(f"{what}: {err}") from None
+
+
+def refuse_axes(name: str, variant: Axes, allowed: tuple[str, ...] = ()) -> None:
+    """BenchmarkError naming the Table 3 axes a spec sets that the method has not."""
+    wrong = [f.name for f in dataclasses.fields(Axes)
+             if getattr(variant, f.name) is not None and f.name not in allowed]
+    if wrong:
+        can = f"; it varies only {', '.join(allowed)}" if allowed else ""
+        raise BenchmarkError(f"{name} has no Table 3 axes {', '.join(wrong)}{can}; run it "
+                             f"without them")
+
+
+def to_numpy(t) -> np.ndarray:
+    """A tensor on any device, in any float type, as a float32 array."""
+    return t.float().cpu().numpy()
