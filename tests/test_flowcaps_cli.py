@@ -38,6 +38,12 @@ def _refused(args, message):
     (["max_minutes=\"soon\""], "max_minutes must be a number or null"),
     (["max_minutes=0"], "max_minutes must be > 0"),
     (["max_pairs=0"], "max_pairs must be >= 1"),
+    # torch's clip_grad_norm_ scales by max_norm / norm: a negative bound flips the gradient
+    (["grad_clip=-1"], "grad_clip must be >= 0 (0 = off), got -1.0"),
+    (["w_smooth=-1"], "w_smooth must be >= 0 (0 = off), got -1.0"),
+    (["w_center=-0.01"], "w_center must be >= 0"),
+    (["w_appearance=-1"], "w_appearance must be >= 0"),
+    (["w_slow=-1"], "w_slow must be >= 0"),
 ])
 def test_set_values_of_the_wrong_type_or_range_name_the_key(tiny_geo, two_ranks, sets, message):
     _refused([str(tiny_geo), "--config", str(two_ranks)] + [a for s in sets for a in ("--set", s)],
