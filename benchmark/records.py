@@ -236,9 +236,13 @@ def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[s
     Each record gains `_path` (its file) and `_local` (True unless it is under COMMITTED).
     Partial evaluations are skipped (and named). Where two roots hold the same run
     (`identity`), the later root's record is used. Roots that do not exist are passed over;
-    BenchmarkError when none exists or none holds a usable record.
+    BenchmarkError when one is a file, none exists or none holds a usable record.
     """
     roots = [Path(r) for r in ([roots] if isinstance(roots, (str, Path)) else roots)]
+    for root in roots:
+        if root.exists() and not root.is_dir():
+            raise BenchmarkError(f"{root} is a file, not a folder of records: --results takes "
+                                 f"the folder the record files are under")
     present = [r for r in roots if r.is_dir()]
     if not present:
         raise BenchmarkError(f"no results folder: {', '.join(map(str, roots))} "

@@ -166,7 +166,7 @@ class TrainConfig:
     # The encoder sees each frame's colour channels in its own random order (the losses keep the
     # true frames), so a capsule cannot be "the red shape": Geo deals colours out at random.
     colour_shuffle: bool = False
-    grad_clip: float = 1.0  # 0 = off
+    grad_clip: float = 1.0  # 0 = off; below 0, torch's clipping would flip the gradient
     # bf16 autocast of the network: True, False, or "auto" (on where the hardware computes bf16
     # natively, flowcaps.precision; the checkpoint's meta says what a run used).
     bf16: bool | str = False
@@ -230,7 +230,7 @@ class TrainConfig:
 
 
 def _check_run_limits(cfg: TrainConfig) -> None:
-    """The run's budget, data, processes and bookkeeping: each must name something possible."""
+    """The run's budget, data, processes, bookkeeping, loss weights, clip: each must be possible."""
     checks = [(cfg.max_minutes is None or cfg.max_minutes > 0,
                f"max_minutes must be > 0 (or null for none), got {cfg.max_minutes}"),
               (cfg.max_pairs is None or cfg.max_pairs >= 1,
@@ -238,12 +238,12 @@ def _check_run_limits(cfg: TrainConfig) -> None:
               (cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}"),
               (cfg.warmup_steps >= 0, f"warmup_steps must be >= 0, got {cfg.warmup_steps}"),
               (cfg.threads >= 0, f"threads must be >= 0 (0 = auto), got {cfg.threads}"),
-              (cfg.checkpoint_minutes >= 0,
-               f"checkpoint_minutes must be >= 0, got {cfg.checkpoint_minutes}"),
+              (cfg.checkpoint_minutes >= 0, f"checkpoint_minutes must be >= 0, got {cfg.checkpoint_minutes}"),
               (cfg.log_every >= 1, f"log_every must be >= 1, got {cfg.log_every}"),
               (cfg.cpu_ranks >= 0, f"cpu_ranks must be >= 0 (0 = one per core), got {cfg.cpu_ranks}"),
               (cfg.points >= 0 and cfg.smooth_points >= 0, "points and smooth_points must be >= 0"),
-              (cfg.w_slow >= 0, f"w_slow must be >= 0, got {cfg.w_slow}")]
+              *((v >= 0, f"{n} must be >= 0 (0 = off), got {v}") for n, v in vars(cfg).items()
+                if n.startswith("w_") or n == "grad_clip")]
     for ok, message in checks:
         if not ok:
             raise FlowcapsError(message)

@@ -3,6 +3,7 @@ field and what it takes, before any training starts."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import types
 import typing
@@ -89,12 +90,26 @@ def build(cls: type, raw: dict[str, Any]) -> Any:
     return cls(**check_types(cls, raw))
 
 
+def _refuse_unknown(cls: type, names: Any, what: str) -> None:
+    """One line for the first name `cls` lacks: the closest field, then all of them, as
+    `--set` spells them (a TrainConfig's `model` stands for the `model.KEY` fields)."""
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = [name for name in names if name not in known]
+    if not unknown:
+        return
+    prefix = _PREFIX.get(cls.__name__, "")
+    close = difflib.get_close_matches(unknown[0], known, n=1)
+    hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+    listed = ", ".join("model.KEY" if k == "model" else prefix + k for k in known)
+    raise FlowcapsError(f"unknown {what} field {prefix}{unknown[0]}{hint}; the {what} "
+                        f"fields are: {listed}")
+
+
 def replaced(obj: Any, changes: dict[str, Any], what: str) -> Any:
-    """`dataclasses.replace` with checked types: an unknown name is one line naming `what`."""
-    try:
-        return dataclasses.replace(obj, **check_types(type(obj), changes))
-    except TypeError as err:
-        raise FlowcapsError(f"unknown {what} field: {err}") from None
+    """`dataclasses.replace` with checked types: an unknown name is one line naming `what`,
+    the closest field and every field."""
+    _refuse_unknown(type(obj), changes, what)
+    return dataclasses.replace(obj, **check_types(type(obj), changes))
 
 
 def parse_text(cls: type, key: str, text: str) -> Any:

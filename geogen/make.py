@@ -182,20 +182,8 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool) -> Path:
     record = root / RUN_RECORD
     holds_data = root.is_dir() and any(root.iterdir())
     ours = [root / name for name in (shards.MANIFEST, RUN_RECORD, *schema.SPLITS)]
-    if holds_data and resume and not force:
-        if not record.is_file():
-            raise GeogenError(f"{root}: holds data that no geogen run recorded; use --force "
-                              f"to replace it or choose another --out")
-        try:
-            previous = json.loads(record.read_text())
-        except (OSError, ValueError):
-            raise GeogenError(f"{record}: unreadable; use --force to start again") from None
-        if previous != config.content():
-            raise GeogenError(f"{root}: holds a dataset made with other settings; use --force "
-                              f"to replace it or choose another --out")
-    elif holds_data and not force:
-        raise GeogenError(f"{root}: already holds data; pass --resume to finish it or --force "
-                          f"to replace it")
+    if holds_data and not force:
+        _check_held(root, config, resume)
     replace = holds_data and force  # deleted only once the new data is known to fit
     room.check_room(config, root, resume=holds_data and resume,
                freed=sum(_bytes_under(path) for path in ours) if replace else 0)
@@ -214,6 +202,33 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool) -> Path:
     for stale in root.glob(f"*/*{shards.TMP_SUFFIX}"):   # left by an interrupted run
         stale.unlink()
     return root
+
+
+def _check_held(root: Path, config: MakeConfig, resume: bool) -> None:
+    """OUT holds files: only a run of the same settings goes on, and only with --resume (on a
+    finished one that rewrites the manifest). Otherwise one line saying what OUT holds."""
+    record = root / RUN_RECORD
+    if not record.is_file():
+        names = sorted(path.name for path in root.iterdir())
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        raise GeogenError(f"{root}: already holds data that no geogen run recorded "
+                          f"({', '.join(names[:3])}{more}), not a dataset; choose another --out, "
+                          f"or --force to write the dataset there anyway")
+    try:
+        previous = json.loads(record.read_text())
+    except (OSError, ValueError):
+        raise GeogenError(f"{record}: unreadable; use --force to start again") from None
+    finished = (root / shards.MANIFEST).is_file()
+    if previous != config.content():
+        raise GeogenError(f"{root}: holds {'a finished' if finished else 'an unfinished'} dataset "
+                          f"made with other settings; use --force to replace it or choose "
+                          f"another --out")
+    if finished and not resume:
+        raise GeogenError(f"{root}: already holds this dataset, finished (the same settings); "
+                          f"nothing to make (--force makes it again)")
+    if not resume:
+        raise GeogenError(f"{root}: holds an unfinished run of these settings; pass --resume to "
+                          f"finish it or --force to replace it")
 
 
 def _bytes_under(path: Path) -> int:

@@ -54,6 +54,11 @@ def test_table_errors_are_one_line_and_non_zero(tmp_path):
     _write(tmp_path)
     res = runner.invoke(main, ["table", "--results", str(tmp_path)])
     assert res.exit_code == 0 and "skipped:" in res.output  # the old one is named, not hidden
+    record = next(tmp_path.rglob("*.json"))  # a record file given where its folder is due
+    res = runner.invoke(main, ["table", "--results", str(record)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    assert f"{record} is a file, not a folder of records" in res.output
+    assert "does not exist" not in res.output
 
 
 def test_run_rejects_bad_input_before_any_work(tmp_path, monkeypatch):

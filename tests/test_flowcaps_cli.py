@@ -1,10 +1,13 @@
 """`flowcaps train` checks every option, the data, the run folder and --init before any
 process starts: a bad one is one line and exit 1, and torchrun is never started."""
+import dataclasses
+
 import pytest
 import torch
 from click.testing import CliRunner
 
 from flowcaps import FlowCapsules, TrainConfig, checkpoint, launch
+from flowcaps.config import ModelConfig
 from flowcaps.cli import main
 from flowcaps.fields import parse_text
 
@@ -38,6 +41,12 @@ def _refused(args, message):
     (["max_minutes=\"soon\""], "max_minutes must be a number or null"),
     (["max_minutes=0"], "max_minutes must be > 0"),
     (["max_pairs=0"], "max_pairs must be >= 1"),
+    # torch's clip_grad_norm_ scales by max_norm / norm: a negative bound flips the gradient
+    (["grad_clip=-1"], "grad_clip must be >= 0 (0 = off), got -1.0"),
+    (["w_smooth=-1"], "w_smooth must be >= 0 (0 = off), got -1.0"),
+    (["w_center=-0.01"], "w_center must be >= 0"),
+    (["w_appearance=-1"], "w_appearance must be >= 0"),
+    (["w_slow=-1"], "w_slow must be >= 0"),
 ])
 def test_set_values_of_the_wrong_type_or_range_name_the_key(tiny_geo, two_ranks, sets, message):
     _refused([str(tiny_geo), "--config", str(two_ranks)] + [a for s in sets for a in ("--set", s)],
@@ -87,6 +96,22 @@ def test_a_config_file_of_the_wrong_types_is_refused(tiny_geo, two_ranks, tmp_pa
     _refused([str(tiny_geo), "--config", str(bad)], "lr must be a number, got 'fast'")
     bad.write_text("[1, 2]")
     _refused([str(tiny_geo), "--config", str(bad)], "must be a JSON object")
+
+
+@pytest.mark.parametrize("key, message", [
+    ("w_smoth", "unknown config field w_smoth (did you mean w_smooth?); the config fields are: "),
+    ("model.num_capsule", "unknown model config field model.num_capsule (did you mean "
+                          "model.num_capsules?); the model config fields are: "),
+    ("zzz", "unknown config field zzz; the config fields are: "),
+])
+def test_an_unknown_set_key_names_the_closest_and_every_field(tiny_geo, two_ranks, key, message):
+    res = CliRunner().invoke(main, ["train", str(tiny_geo), "--set", f"{key}=1"])
+    _refused([str(tiny_geo), "--config", str(two_ranks), "--set", f"{key}=1"], message)
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output  # the profile's path
+    assert message in res.output and "__init__" not in res.output
+    cls, prefix = (ModelConfig, "model.") if key.startswith("model.") else (TrainConfig, "")
+    listed = res.output.strip().split("fields are: ")[1].split(", ")
+    assert {prefix + f.name for f in dataclasses.fields(cls) if f.name != "model"} <= set(listed)
 
 
 def test_set_text_follows_the_fields_type():

@@ -147,6 +147,37 @@ def test_folder_with_data_and_unwritable_folder_are_refused(tmp_path):
     assert res.exit_code != 0 and "no manifest.json" in res.output
 
 
+def test_a_refused_out_folder_says_what_it_holds(tmp_path):
+    # --resume is offered only where it would work: on an unfinished run of the same settings.
+    out = tmp_path / "d"
+    make = ["make", "--n", "20", "--val", "0", "--test", "4", "--size", "32", "--workers", "1",
+            "--out", str(out), "--quiet"]
+
+    def refused(args, message):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+        assert message in res.output, res.output
+        return res.output
+
+    assert CliRunner().invoke(main, make).exit_code == 0
+    assert "--resume" not in refused(make, "already holds this dataset, finished (the same "
+                                           "settings); nothing to make")
+    assert "--resume" not in refused(make + ["--seed", "3"], "holds a finished dataset made "
+                                                            "with other settings; use --force")
+    os.remove(out / "manifest.json")  # as an interrupted run leaves it
+    refused(make, "holds an unfinished run of these settings; pass --resume to finish it")
+    assert "--resume" not in refused(make + ["--seed", "3"], "holds an unfinished dataset made "
+                                                            "with other settings")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        (mine / name).write_text("mine")
+    other = make[:-3] + ["--out", str(mine), "--quiet"]
+    assert "--resume" not in refused(other, "no geogen run recorded (a.txt, b.txt, c.txt and 1 "
+                                            "more), not a dataset; choose another --out")
+    assert sorted(p.name for p in mine.iterdir()) == ["a.txt", "b.txt", "c.txt", "d.txt"]
+
+
 def test_show_writes_a_contact_sheet(made, tmp_path):
     out = tmp_path / "sheet.png"
     res = CliRunner().invoke(main, ["show", str(made), "--split", "test", "--index", "0-2",
