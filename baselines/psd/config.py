@@ -16,7 +16,6 @@ from typing import Any
 from baselines.psd.errors import PsdError
 
 DEVICES = ("cpu", "cuda", "auto")
-RUNTIME_FIELDS = ("device", "threads", "out")  # may differ between a run and its resumption
 
 
 @dataclass(frozen=True)
@@ -132,11 +131,6 @@ class TrainConfig:
             return dataclasses.replace(self, **changes)
         except TypeError as err:
             raise PsdError(f"unknown config field: {err}") from None
-
-    def same_run(self, other: "TrainConfig") -> list[str]:
-        """The fields (not runtime ones) in which two configs differ."""
-        a, b = dataclasses.asdict(self), dataclasses.asdict(other)
-        return sorted(k for k in a if k not in RUNTIME_FIELDS and a[k] != b[k])
 
 
 def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
