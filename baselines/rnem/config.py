@@ -165,7 +165,7 @@ BASE = TrainConfig()
 # Long, at most 3 hours on one CPU core: BASE with a time budget. An epoch of 30k clips is more
 # than the budget, so the validation loss is taken every 150 steps on 256 clips; 30k clips at
 # 64 px are 3.7 GB in memory.
-LONG = BASE.replace(max_minutes=160.0, max_clips=30_000, val_clips=256, eval_every=150)
+LONG = BASE.replace(max_minutes=150.0, max_clips=30_000, val_clips=256, eval_every=150)
 
 # Quick, at most 30 minutes: gives up the 64 px side and the batch of 64 (32 px and 16: four
 # times the updates per minute) and keeps everything else; 20 minutes of training leave room
