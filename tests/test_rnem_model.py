@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from baselines.rnem import ModelConfig, RNEM, e_step, schedule
-from baselines.rnem.model import RelationalCell
+from baselines.rnem import ModelConfig, RNEM, RnemError, e_step, schedule
+from baselines.rnem.model import RelationalCell, read_step
 
 TINY = ModelConfig(image_size=16, work_size=16, num_groups=4, enc_channels=(4, 8, 8),
                    enc_hidden=12, state_size=10, rel_hidden=8, att_hidden=6, dec_hidden=12)
@@ -76,6 +76,18 @@ def test_schedule_shows_each_frame_em_steps_times_and_predicts_the_next():
     assert schedule(2, 3) == [(0, 0), (0, 0), (0, 1), (1, 1), (1, 1)]
     assert schedule(3, 2) == [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2)]
     assert schedule(1, 3) == [(0, 0), (0, 0)]
+
+
+def test_one_step_per_frame_after_a_warm_up_predicts_the_next_frame_at_every_step():
+    # R-NEM's schedule: frame 0 against itself W times, then each step's target the next frame
+    assert schedule(4, 1, 2) == [(0, 0), (0, 0), (0, 1), (1, 2), (2, 3)]
+    assert schedule(10, 1, 2)[2:] == [(t, t + 1) for t in range(9)]
+    assert schedule(2, 3, 1) == [(0, 0), (0, 0), (0, 0), (0, 1), (1, 1), (1, 1)]
+    # frame 0 is read after its last step against itself
+    assert read_step(ModelConfig(em_steps=1, warmup=2)) == 1
+    assert read_step(ModelConfig(em_steps=3, warmup=0)) == 1
+    with pytest.raises(RnemError, match="em_steps"):
+        ModelConfig(em_steps=1, warmup=0).validate()
 
 
 def test_init_state_shared_draw_does_not_depend_on_the_batch():

@@ -47,16 +47,57 @@ def test_config_json_round_trip_and_profiles():
         TrainConfig.from_json('{"nope": 1}')
 
 
-def test_the_adapter_trains_on_the_quick_profile_clip_length():
-    from baselines.rnem.config import QUICK
+def test_every_profile_trains_on_the_adapters_clip_length_with_the_official_schedule():
+    from baselines.rnem.config import BASE
     from benchmark.registry import get_method
-    assert get_method("rnem").clip_frames == QUICK.clip_frames == PROFILES["quick"].clip_frames
-    # the smoke profile is the quick one scaled down: same schedule, noise, prior and start
-    smoke, quick = PROFILES["smoke"], PROFILES["quick"]
-    assert (smoke.clip_frames, smoke.noise_prob, smoke.lr) == (quick.clip_frames, quick.noise_prob,
-                                                               quick.lr)
-    for name in ("em_steps", "sigma", "prior_mean", "init_grid", "num_groups", "work_size"):
-        assert getattr(smoke.model, name) == getattr(quick.model, name), name
+    assert get_method("rnem").clip_frames == 10
+    for name, cfg in PROFILES.items():
+        assert cfg.clip_frames == 10, name
+        # the smoke profile is the quick one scaled down: same schedule, noise, prior and start
+        assert (cfg.noise_prob, cfg.lr, cfg.patience) == (0.2, 1e-3, 10), name
+        for field in ("em_steps", "warmup", "sigma", "prior_mean", "init_grid", "num_groups"):
+            assert getattr(cfg.model, field) == getattr(BASE.model, field), (name, field)
+    assert (BASE.model.em_steps, BASE.model.num_groups, BASE.model.work_size) == (1, 5, 64)
+    assert (PROFILES["long"].model.work_size, PROFILES["long"].batch_size) == (64, 64)
+    assert PROFILES["gpu"].eval_every is None  # once an epoch, as the official code
+
+
+def test_configs_written_before_the_warm_up_read_as_none():
+    old = PROFILES["quick"].replace(model={"em_steps": 3})
+    raw = old.to_json().replace('"warmup": 2, ', "")
+    assert '"warmup"' not in raw
+    assert TrainConfig.from_json(raw).model.warmup == 0
+
+
+def test_clips_are_cut_to_the_clip_length(tmp_path):
+    from geogen.make import MakeConfig, make_dataset
+    root = tmp_path / "t5"
+    make_dataset(MakeConfig(n=6, val=3, test=0, size=32, frames=5, out=str(root), workers=1),
+                 progress=False)
+    cfg = PROFILES["smoke"].replace(model={"work_size": 16})
+    assert trainer.load_clips(root, cfg.replace(clip_frames=3)).shape == (6, 3, 3, 16, 16)
+    assert trainer.load_clips(root, cfg).shape == (6, 5, 3, 16, 16)  # T = 10 asked, 5 there
+    assert trainer.load_clips(root, cfg.replace(max_clips=2), split="val").shape[0] == 2
+
+
+def test_validation_loss_is_deterministic_and_fit_early_stops_on_it(tmp_path):
+    rng = np.random.default_rng(1)
+    clips = rng.integers(0, 256, (12, 3, 3, 16, 16), dtype=np.uint8)
+    val = rng.integers(0, 256, (5, 3, 3, 16, 16), dtype=np.uint8)
+    cfg = TINY.replace(out=str(tmp_path / "run"), max_steps=40, eval_every=1, patience=2,
+                       lr=0.05)
+    task = trainer.RnemTask(cfg, torch.from_numpy(val))
+    model = task.build(torch.device("cpu"))
+    with torch.no_grad():
+        a, b = (task.validation_loss(model, torch.device("cpu")) for _ in range(2))
+    assert a == b and a > 0
+    path = trainer.fit(cfg, clips, val=val, progress=False)
+    meta = checkpoint.meta_of(checkpoint.read(path))
+    # 40 steps of a large learning rate on noise: the validation loss stops improving first
+    assert meta["stop_reason"] == "early stopping" and meta["step"] < 40
+    assert meta["val_bad"] == 2 and meta["val_best_step"] == meta["step"] - 2
+    with pytest.raises(RnemError, match="validation clips must be"):
+        trainer.fit(cfg, clips, val=val[:, :, :, :8], progress=False)
 
 
 def test_clips_are_read_cut_and_downsampled(tiny_geo):

@@ -127,3 +127,49 @@ def test_a_resumed_runs_log_is_rewritten_under_the_current_columns(tmp_path):
     before = old.read_text()
     loop_log.upgrade(old, fields)  # already current: untouched
     assert old.read_text() == before
+
+
+class Scripted(Toy):
+    """The toy with a validation loss read from a script: one value per evaluation."""
+
+    def __init__(self, script):
+        self.script, self.calls, self.weights = list(script), 0, []
+
+    def validation_loss(self, model, device):
+        assert not model.training and not torch.is_grad_enabled()
+        self.weights.append(model.weight.detach().clone())
+        self.calls += 1
+        return self.script[self.calls - 1]
+
+
+def test_early_stopping_stops_after_patience_evaluations_and_exports_the_best(tmp_path):
+    # the best is the 2nd evaluation (step 8); three without a new best (ties included) stop it
+    task = Scripted([3.0, 2.0, 2.5, 2.0, 2.4, 1.0])
+    cfg = _cfg(tmp_path, eval_every=4, patience=3)
+    model, path = trainloop.fit(task, cfg, _data(), progress=False)
+    assert task.calls == 5 and model.training
+    meta = trainloop.checkpoint.meta_of(Toy().read(path))
+    assert meta["step"] == 20 and meta["stop_reason"] == "early stopping"
+    assert (meta["val_best"], meta["val_best_step"], meta["val_bad"]) == (2.0, 8, 3)
+    assert torch.equal(model.weight, task.weights[1])  # the best weights, not the last
+    assert torch.equal(Toy().read(path)["model"]["weight"], task.weights[1])
+    rows = list(csv.DictReader(open(tmp_path / "log.csv")))
+    assert [r["val_loss"] for r in rows] == ["3", "2", "2.5", "2", "2.4"]
+    # a stopped run asked to resume stops at once, with the same export
+    again = Scripted([0.5])
+    model2, _ = trainloop.fit(again, cfg, _data(), progress=False)
+    assert again.calls == 0 and torch.equal(model2.weight, task.weights[1])
+
+
+def test_without_patience_the_run_keeps_its_budget_and_exports_the_best(tmp_path):
+    task = Scripted([2.0, 1.0] + [5.0] * 18)
+    model, path = trainloop.fit(task, _cfg(tmp_path, eval_every=4), _data(), progress=False)
+    meta = trainloop.checkpoint.meta_of(Toy().read(path))
+    assert task.calls == 20 and meta["stop_reason"] == "epochs" and meta["val_best_step"] == 8
+    assert torch.equal(model.weight, task.weights[1])
+    # no validation loss (a task without validation data): no best file, the last weights
+    plain, _ = trainloop.fit(Toy(), _cfg(tmp_path / "plain", eval_every=4, patience=1), _data(),
+                             progress=False)
+    assert not (tmp_path / "plain" / trainloop.BEST_NAME).exists()
+    with pytest.raises(trainloop.LoopError, match="eval_every and patience"):
+        trainloop.fit(Toy(), _cfg(tmp_path / "bad", eval_every=0), _data(), progress=False)

@@ -34,6 +34,7 @@ from trainloop.progress import bar_position, run_fraction, training_bar
 
 CKPT_NAME = "checkpoint.pt"  # the run's resumable state
 MODEL_NAME = "model.pt"  # the exported model: what a training returns
+BEST_NAME = "best.pt"  # the weights of the best validation loss so far (early stopping)
 LOG_NAME = "log.csv"
 # Config fields a resumed run may change, at any depth of a method's config: where it runs, how
 # it reports, where its folder lies, and its budget (a run may be given more time or steps).
@@ -58,12 +59,19 @@ class LoopConfig:
     explode_factor: float | None = 50.0  # stop when the loss exceeds this times its recent median
     log_every: int = 20
     checkpoint_minutes: float = 2.0
+    # Early stopping: every `eval_every` steps the task's `validation_loss` is computed; the
+    # run stops after `patience` evaluations without a new best and exports the best weights.
+    eval_every: int | None = None  # None: no validation
+    patience: int | None = None  # None: validate (and keep the best weights) but never stop
 
     def validate(self) -> None:
         if self.steps is None and self.epochs is None and not self.max_minutes:
             raise LoopError("a run needs a budget: steps, epochs or minutes")
         if self.batch_size < 1 or self.log_every < 1:
             raise LoopError("batch_size and log_every must be >= 1")
+        if (self.eval_every is not None and self.eval_every < 1) or (
+                self.patience is not None and self.patience < 1):
+            raise LoopError("eval_every and patience must be >= 1 (or None)")
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,11 @@ class Task:
         """Values for `extra_fields` in the current log row."""
         return {}
 
+    def validation_loss(self, model: nn.Module, device: torch.device) -> float | None:
+        """The loss on held-out data (lower is better), with gradients off and the model in
+        eval mode; None: the task has no validation data (no early stopping)."""
+        return None
+
     def finish(self, model: nn.Module, state: dict[str, Any]) -> dict[str, Any]:
         """Called after the last step: meta for the exported model (a summary of what it
         learned)."""
@@ -229,7 +242,7 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
     total_steps = (cfg.steps if cfg.steps is not None else
                    steps_per_epoch * cfg.epochs if cfg.epochs is not None else math.inf)
     out = Path(cfg.out)
-    ckpt_path, model_path = out / CKPT_NAME, out / MODEL_NAME
+    ckpt_path, model_path, best_path = out / CKPT_NAME, out / MODEL_NAME, out / BEST_NAME
 
     torch.manual_seed(cfg.seed)  # the initial weights: identical on every rank
     model = task.build(device)
@@ -271,6 +284,9 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
         while state["step"] < total_steps:
             if state["train_seconds"] >= budget:
                 stop_reason = "time budget"
+                break
+            if cfg.patience is not None and state.get("val_bad", 0) >= cfg.patience:
+                stop_reason = "early stopping"  # a resumed run that had already stopped
                 break
             # Batch norm updates its statistics in the forward pass: an interrupted step puts
             # them back, so a resumed run repeats that step exactly.
@@ -318,10 +334,13 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
                                           world, device)
             state["train_seconds"] += seconds
             window_rows += len(sel) * world
+            early = bool(cfg.eval_every) and state["step"] % cfg.eval_every == 0 and _early_stop(
+                task, model, cfg, state, device, world, best_path, rank, meta)
             if rank == 0 and (state["step"] % cfg.log_every == 0 or state["step"] == total_steps):
                 if log is None:
                     log = Log(out / LOG_NAME, ("step", "epoch", unit, "seconds", "lr", "loss",
-                                               *terms, *task.extra_fields, f"{unit}_per_s"))
+                                               *terms, *task.extra_fields, f"{unit}_per_s",
+                                               *(("val_loss",) if cfg.eval_every else ())))
                 rate = window_rows / max(time.monotonic() - window_t, 1e-9)
                 window_t, window_rows = time.monotonic(), 0
                 lr = opt.param_groups[0]["lr"]
@@ -329,7 +348,8 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
                          "seconds": f"{state['train_seconds']:.1f}", "lr": f"{lr:.3g}",
                          "loss": f"{loss:.6g}",
                          **{n: f"{float(v.detach()):.6g}" for n, v in terms.items()},
-                         **task.log_values(model), f"{unit}_per_s": f"{rate:.1f}"})
+                         **task.log_values(model), f"{unit}_per_s": f"{rate:.1f}",
+                         "val_loss": f"{state['val_loss']:.6g}" if "val_loss" in state else ""})
                 bar.set_postfix({"step": state["step"], "loss": f"{loss:.4g}",
                                  f"{unit}/s": f"{rate:.0f}"})
             bar.update(bar_position(state["step"], total_steps, state["train_seconds"], budget)
@@ -341,6 +361,9 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
                 save_ckpt()
                 ddp.barrier(world)  # the checkpoint is on disk before any rank reports
                 raise TrainingInterrupted(ckpt_path, state["step"])
+            if early:
+                stop_reason = "early stopping"
+                break
     except KeyboardInterrupt:
         with torch.no_grad():
             for buf, old in zip(model.buffers(), buffers):
@@ -353,8 +376,36 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
             log.close()
     summary = task.finish(model, state)
     state["stop_reason"] = stop_reason
-    save_ckpt()
+    save_ckpt()  # the last weights: a resume with a larger budget continues from them
+    if state.get("val_best_step") is not None and best_path.exists():
+        # With validation the export holds the weights of the best validation loss (R-NEM's
+        # rule), not the last ones.
+        task.load_weights(model, task.read(best_path), best_path)
     if rank == 0:
         task.save(model_path, model, meta={**meta, **state, **summary})
     ddp.barrier(world)
     return model, model_path
+
+
+def _early_stop(task: Task, model: nn.Module, cfg: LoopConfig, state: dict[str, Any],
+                device: torch.device, world: int, best_path: Path, rank: int,
+                meta: dict[str, Any]) -> bool:
+    """One validation: a new best is kept in `best_path`; True when `patience` evaluations in
+    a row brought none. The counts live in `state`, so a resumed run keeps them."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        value = task.validation_loss(model, device)
+    model.train(was_training)
+    if value is None:
+        return False
+    value = ddp.agree([float(value)], world, device)[0]  # every rank decides alike
+    state["val_loss"] = value
+    best = state.get("val_best")
+    if best is None or value < best:
+        state.update(val_best=value, val_best_step=state["step"], val_bad=0)
+        if rank == 0:
+            task.save(best_path, model, meta={**meta, **state})
+        return False
+    state["val_bad"] = state.get("val_bad", 0) + 1
+    return cfg.patience is not None and state["val_bad"] >= cfg.patience

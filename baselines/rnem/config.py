@@ -22,7 +22,9 @@ class ModelConfig:
 
     image_size: int = 64  # side of the data's images
     work_size: int = 64  # side the model sees: images are area-downsampled to it
-    num_groups: int = 4  # K: three shapes and the background, one group each
+    # K: R-NEM's objects plus one spare (5 for its 4 balls); Geo's objects are three shapes and
+    # a background that is not the prior's colour.
+    num_groups: int = 5
     enc_channels: tuple[int, ...] = (16, 32, 64)  # 4x4 convs, stride 2, layer norm, ELU
     enc_hidden: int = 512  # the encoder's fully connected layer
     state_size: int = 250  # theta_k, the recurrent state of a group
@@ -35,7 +37,10 @@ class ModelConfig:
     # Mean of the pixel prior that the KL term pulls towards, and each group's first prediction:
     # white, as Geo's backgrounds are 181-255 in every channel (the official 0 suits black ones).
     prior_mean: float = 1.0
-    em_steps: int = 3  # E: EM iterations per frame (each frame is shown E times)
+    em_steps: int = 1  # E: EM iterations per frame (each frame is shown E times): R-NEM's 1
+    # W: extra EM steps on the first frame, against itself, before the clip runs; a test pair
+    # reads frame 0 after them (with E = 1 the clip's first step already predicts frame 1).
+    warmup: int = 2
     # gamma's random start is drawn on an n x n grid and resized to the work side, so each group
     # starts with a few smooth blobs of the image; 0 draws it per pixel (the official code).
     init_grid: int = 4
@@ -55,9 +60,10 @@ class ModelConfig:
             raise RnemError(f"sigma must be > 0, got {self.sigma}")
         if self.init_grid < 0 or self.init_grid > self.work_size:
             raise RnemError(f"init_grid must be in [0, work_size], got {self.init_grid}")
-        if self.em_steps < 2:
-            raise RnemError(f"em_steps must be >= 2 (a frame is read after a step whose target "
-                            f"is that frame), got {self.em_steps}")
+        if self.em_steps < 1 or self.warmup < 0 or self.em_steps + self.warmup < 2:
+            raise RnemError(f"em_steps must be >= 1, warmup >= 0 and em_steps + warmup >= 2 "
+                            f"(frame 0 is read after a step whose target is frame 0), got "
+                            f"{self.em_steps} and {self.warmup}")
 
 
 @dataclass(frozen=True)
@@ -67,14 +73,19 @@ class TrainConfig:
     out: str = "runs/rnem"
     device: str = "auto"
     threads: int = 0  # CPU threads; 0 = all cores
-    clip_frames: int = 4  # T: frames per training clip (fewer if the data has fewer)
+    clip_frames: int = 10  # T: frames per training clip (fewer if the data has fewer)
     max_clips: int | None = None  # read at most this many training clips
     batch_size: int = 64
     lr: float = 1e-3  # Adam, fixed
     noise_prob: float = 0.2  # masked-uniform corruption of the input frames
     grad_clip: float | None = None
-    max_steps: int = 10000
+    max_steps: int = 10_000_000  # R-NEM's 500 epochs are never reached: early stopping ends it
     max_minutes: float | None = None  # training time budget; None = max_steps only
+    # Early stopping (R-NEM's): the validation loss every `eval_every` steps (None: once an
+    # epoch), stop after `patience` evaluations without a new best, export the best weights.
+    val_clips: int = 1000  # validation clips read (0: no validation, no early stopping)
+    eval_every: int | None = None
+    patience: int | None = 10
     checkpoint_minutes: float = 2.0
     log_every: int = 20
     explode_factor: float = 50.0  # loss above this many times its running median -> stop
@@ -91,6 +102,9 @@ class TrainConfig:
             raise RnemError(f"noise_prob must be in [0, 1), got {self.noise_prob}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise RnemError(f"max_minutes must be > 0, got {self.max_minutes}")
+        if self.val_clips < 0 or (self.eval_every is not None and self.eval_every < 1) or (
+                self.patience is not None and self.patience < 1):
+            raise RnemError("val_clips must be >= 0, eval_every and patience >= 1 (or None)")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -104,7 +118,10 @@ class TrainConfig:
         if not isinstance(raw, dict):
             raise RnemError("train config must be a JSON object")
         raw = dict(raw)
-        model = _build(ModelConfig, raw.pop("model", {}))
+        model = raw.pop("model", {})
+        if isinstance(model, dict) and "warmup" not in model:
+            model = {**model, "warmup": 0}  # configs written before the warm-up had none
+        model = _build(ModelConfig, model)
         return _build(cls, {**raw, "model": model})
 
     def replace(self, **changes: Any) -> "TrainConfig":
@@ -139,23 +156,33 @@ def _build(cls: type, raw: Any) -> Any:
     return cls(**_tuples(raw))
 
 
-# The official network and loss at the official side and batch, with the changes that the R-NEM
-# docs give for colour (white prior, one colour and a mask per group, smooth random start).
+# The official training at the official side, batch, K and schedule (one EM step per frame
+# after a 2-step warm-up, 10-frame clips, early stopping after 10 epochs without a better
+# validation loss), with the changes that the R-NEM docs give for colour (white prior, one
+# colour and a mask per group, smooth random start).
 BASE = TrainConfig()
 
-# The quick profile: 32 px work side and batch 16 for updates in a CPU budget, 4-frame clips;
-# 20 minutes of training leave room for the clip data, loading and evaluation in 30.
-QUICK = BASE.replace(model={"work_size": 32}, batch_size=16, clip_frames=4, max_minutes=20.0,
-                     max_steps=1_000_000)
+# Long, at most 3 hours on one CPU core: BASE with a time budget. An epoch of 30k clips is more
+# than the budget, so the validation loss is taken every 150 steps on 256 clips; 30k clips at
+# 64 px are 3.7 GB in memory.
+LONG = BASE.replace(max_minutes=150.0, max_clips=30_000, val_clips=256, eval_every=150)
+
+# Quick, at most 30 minutes: gives up the 64 px side and the batch of 64 (32 px and 16: four
+# times the updates per minute) and keeps everything else; 20 minutes of training leave room
+# for the clip data, loading and evaluation.
+QUICK = BASE.replace(model={"work_size": 32}, batch_size=16, max_minutes=20.0, val_clips=200,
+                     eval_every=200)
 
 PROFILES: dict[str, TrainConfig] = {
     # The contract test's: the quick model scaled down, a few steps at 32 px, one thread.
     "smoke": QUICK.replace(model={"image_size": 32, "enc_hidden": 64, "state_size": 32,
                                   "rel_hidden": 32, "att_hidden": 16, "dec_hidden": 64},
-                           batch_size=8, max_steps=4, max_minutes=None, threads=1, log_every=1),
+                           batch_size=8, max_steps=4, max_minutes=None, threads=1, log_every=1,
+                           val_clips=8, eval_every=2),
     "quick": QUICK,
-    # One GPU: the quick model with the official batch, 10 minutes (untested: no GPU here).
-    "gpu": QUICK.replace(batch_size=64, max_minutes=10.0),
+    "long": LONG,
+    # One GPU: BASE, early stopping once an epoch; an hour at most (untested: no GPU here).
+    "gpu": BASE.replace(max_minutes=60.0),
 }
 
 

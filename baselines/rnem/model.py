@@ -12,8 +12,9 @@ One EM step (paper, Sec. 2; official code's NEMCell):
   E-step  gamma_k = P(pixel belongs to k) = N(x; mu_k, sigma) / sum_j N(x; mu_j, sigma) per
           pixel, the channels independent given k, against the step's target frame.
 Over a clip the target of a step is the next step's input (R-NEM predicts the next frame);
-`schedule` repeats each frame `em_steps` times, so a frame gets E - 1 iterations against itself
-before the step that predicts the next frame. The decoder draws each group as one colour c_k
+`schedule` shows frame 0 `warmup` extra times against itself, then each frame `em_steps` times
+(R-NEM: once), so a frame gets E - 1 iterations against itself before the step that predicts
+the next frame. The decoder draws each group as one colour c_k
 through a mask m_k over the prior: mu_k = m_k c_k + (1 - m_k) prior (docs/baselines/rnem.md says
 why; the official decoder draws a free image).
 """
@@ -37,12 +38,19 @@ class State(NamedTuple):
     gamma: torch.Tensor  # (B, K, 1, H, W) responsibilities, summing to 1 over K
 
 
-def schedule(frames: int, em_steps: int) -> list[tuple[int, int]]:
-    """(input frame, target frame) of every step: each frame shown `em_steps` times, each
-    step's target the next step's input. frames=2, em_steps=3 gives
-    (0, 0), (0, 0), (0, 1), (1, 1), (1, 1)."""
-    seq = [t for t in range(frames) for _ in range(em_steps)]
+def schedule(frames: int, em_steps: int, warmup: int = 0) -> list[tuple[int, int]]:
+    """(input frame, target frame) of every step: frame 0 shown `warmup` extra times, then
+    each frame `em_steps` times, each step's target the next step's input. frames=2,
+    em_steps=3 gives (0, 0), (0, 0), (0, 1), (1, 1), (1, 1); frames=3, em_steps=1, warmup=2
+    (R-NEM's one step per frame after a warm-up) gives (0, 0), (0, 0), (0, 1), (1, 2)."""
+    seq = [0] * warmup + [t for t in range(frames) for _ in range(em_steps)]
     return list(zip(seq[:-1], seq[1:]))
+
+
+def read_step(cfg: ModelConfig) -> int:
+    """The step after which frame 0 is read: its last step against itself, so what is read
+    depends on frame 0 alone."""
+    return cfg.warmup + cfg.em_steps - 2
 
 
 def e_step(mu: torch.Tensor, x: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -208,7 +216,7 @@ class RNEM(nn.Module):
         inputs = clip if inputs is None else inputs
         state = self.init_state(clip.shape[0], gen, shared_init)
         states = []
-        for t_in, t_out in schedule(clip.shape[1], self.config.em_steps):
+        for t_in, t_out in schedule(clip.shape[1], self.config.em_steps, self.config.warmup):
             state = self.step(state, inputs[:, t_in], clip[:, t_out])
             states.append(state)
         return states

@@ -2,10 +2,11 @@
 
 Letters: B batch, K groups, S EM steps, D state size, H = W image side.
 
-A test pair (img0, img1) is run as a 2-frame clip with the trained schedule: `em_steps` E
-iterations per frame, the steps (0 -> 0) x (E - 1), (0 -> 1), (1 -> 1) x (E - 1) (input frame ->
-target frame). Frame 0's parts are read after its last step against itself (step E - 2), so
-they, and the features, depend on img0 alone. R-NEM's groups are interchangeable, so every
+A test pair (img0, img1) is run as a 2-frame clip with the trained schedule (`schedule`): W
+warm-up steps and E - 1 more on frame 0 against itself, then (0 -> 1), then (1 -> 1) x (E - 1)
+(input frame -> target frame; R-NEM's E = 1 with W = 2 gives (0 -> 0) x 2, (0 -> 1)). Frame 0's
+parts are read after its last step against itself (`read_step`), so they, and the features,
+depend on img0 alone. R-NEM's groups are interchangeable, so every
 per-group output is put in one order first: by each group's share of frame 0 (its sum of
 gamma), largest first.
 - masks and visible: gamma_k, the E-step's responsibilities for frame 0 (visible parts, so
@@ -15,7 +16,9 @@ gamma), largest first.
   cover what another group hides, scored lower in every probe (docs/baselines/rnem.md); they
   are in `extras["mask"]`.
 - features: the K states theta_k at that step, concatenated in that order: K * D numbers.
-- extras["gamma"]: gamma of every step, (B, S * K, H, W), step-major, for `flowbench show`.
+- extras["gamma frame t"] for each frame t of the pair: gamma after the last step whose
+  target is frame t, (B, K, H, W), in the order above; `flowbench show` draws one row each, so
+  a group that follows its shape from frame to frame is seen in one column.
 All maps are computed at the model's work side and resized bilinearly to the image side.
 Gamma starts from one fixed random draw (seed 0) for every image, so inference is deterministic.
 
@@ -43,11 +46,12 @@ class RnemMethod:
     tables = (1,)
     amodal = False  # `masks` are gamma, the visible parts
     uses_ground_truth: tuple[str, ...] = ()
-    clip_frames = 4  # training clips; the quick profile's T
+    clip_frames = 10  # training clips: every profile's T
     budgets = {
         "smoke": "seconds (a few steps at 32 px)",
-        "quick": "about 30 minutes on a 2-core CPU, clip data and evaluation included",
-        "gpu": "about 15 minutes on one GPU (untested)",
+        "quick": "about 30 minutes on one CPU core, clip data and evaluation included",
+        "long": "about 3 hours on one CPU core (64 px, batch 64), clip data and evaluation included",
+        "gpu": "at most an hour on one GPU, or less by early stopping (untested)",
     }
 
     def _train_config(self, spec: TrainSpec):
@@ -87,17 +91,20 @@ class RnemMethod:
     def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
         import torch
+        from baselines.rnem.model import read_step, schedule
         cfg = model.config
         with torch.inference_mode():
             x = torch.from_numpy(np.stack([img0, img1], 1)).to(_device(model))  # (B, 2, 3, H, W)
             states = model.run(model.to_work(x), _generator(), shared_init=True)
-            read = states[cfg.em_steps - 2]  # frame 0's last step against itself
+            read = states[read_step(cfg)]  # frame 0's last step against itself
             order = _order(read)  # (B, K)
-            gamma = torch.stack([_take(s.gamma[:, :, 0], order) for s in states], 1)  # (B, S, K, h, w)
             size = cfg.image_size
             visible = _resize(_take(read.gamma[:, :, 0], order), size)  # (B, K, H, W)
-            extras = {"gamma": _resize(gamma.flatten(1, 2), size),
-                      "mask": _resize(_take(read.mask[:, :, 0], order), size)}
+            last = {t_out: i for i, (_, t_out) in enumerate(
+                schedule(2, cfg.em_steps, cfg.warmup))}  # frame -> its last step
+            extras = {f"gamma frame {t}": _resize(_take(states[i].gamma[:, :, 0], order), size)
+                      for t, i in sorted(last.items())}  # (B, K, H, W) each
+            extras["mask"] = _resize(_take(read.mask[:, :, 0], order), size)
             return Prediction(masks=visible, visible=visible, flow=None,
                               features=to_numpy(_take(read.theta, order).flatten(1)), extras=extras)
 
@@ -106,7 +113,7 @@ class RnemMethod:
         import torch
         with torch.inference_mode():
             x = torch.from_numpy(img0[:, None]).to(_device(model))  # (B, 1, 3, H, W)
-            # One frame: the E - 1 steps against itself, the same as predict's first steps.
+            # One frame: its steps against itself, the same as predict's first steps.
             read = model.run(model.to_work(x), _generator(), shared_init=True)[-1]
             return to_numpy(_take(read.theta, _order(read)).flatten(1))
 
