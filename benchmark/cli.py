@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -19,17 +20,39 @@ from benchmark.methods import flowcaps_diagnose
 from benchmark.records import COMMITTED, LOCAL
 from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
+from geogen.stopping import exit_status, signals_raise
 
 
-def _friendly(fn):
-    """Turn project errors into click's one-line error and exit status 1."""
+def _friendly(fn=None, *, resume: Callable[[dict], str] | None = None):
+    """Turn project errors into click's one-line error and exit status 1, and a Ctrl-C (or
+    SIGTERM) into one line saying how to resume, `resume(the command's options)`, and exit
+    status 130 (143), as geogen and flowcaps answer them."""
+    if fn is None:
+        return functools.partial(_friendly, resume=resume)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        received: list[int] = []
         try:
-            return fn(*args, **kwargs)
+            with signals_raise(received):
+                return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            pass
         except (BenchmarkError, GeogenError) as err:
-            raise click.ClickException(str(err)) from None
+            if not received:
+                raise click.ClickException(str(err)) from None
+            # else the error a stop caused: a method's training saved its checkpoint and
+            # reported the interrupt as its own error
+        how, status = exit_status(received)
+        hint = resume(kwargs) if resume else "run the same command again"
+        click.echo(f"{how}; {hint}", err=True)
+        sys.exit(status)
     return wrapper
+
+
+def _run_resume(options: dict) -> str:
+    from benchmark.runner import resume_line
+    return resume_line(options["runs"], options["force"], options.get("checkpoint"))
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -99,7 +122,7 @@ def main() -> None:
                    "and k-means pairs it reads when the data is missing)")
 @click.option("--test-limit", type=click.IntRange(min=1), default=None,
               help="score only the first N test pairs: a partial record, which the tables skip")
-@_friendly
+@_friendly(resume=_run_resume)
 def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, device, force,
             checkpoint, test_limit):
     """Make the data if missing, train METHOD (resuming), evaluate, write a record per seed."""
@@ -119,7 +142,7 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="runs at a time, each in its own process (several small runs share one "
                    "GPU); a time-budgeted profile then trains each on its share of the device")
-@_friendly
+@_friendly(resume=_run_resume)
 def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, force, jobs):
     """Run Table 3's grid for FlowCapsules (benchmark/paper_tables.py: K, |s|; decoder depth
     and depth ordering on Geo)."""
@@ -209,6 +232,7 @@ def publish_cmd(record, dest, force):
 
 
 @main.command("list")
+@_friendly
 def list_cmd():
     """Methods (with their time budget per profile), datasets and profiles."""
     from benchmark.registry import load_methods

@@ -8,14 +8,13 @@ import sys
 import click
 
 from flowcaps import checkpoint
+from geogen.stopping import INTERRUPTED
 from trainloop import ddp
 from flowcaps.config import ModelConfig, TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.fields import parse_text
 from flowcaps.profiles import MIX_WITH, PROFILES, for_data
 from flowcaps.trainer import train as run_train
-
-INTERRUPTED = 130  # the shell's status for a run stopped by Ctrl-C (128 + SIGINT), as geogen's
 
 
 def _parse_set(items: tuple[str, ...]) -> dict:
