@@ -195,14 +195,16 @@ def table_cmd(fmt, results, profile, output, readme):
 
 @main.command("show")
 @click.argument("source", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="the figure; its extension gives the type (.png, .jpg, ...)")
 @click.option("--method", default="flowcaps", show_default=True, help="for a checkpoint SOURCE")
 @click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True,
               help="for a checkpoint SOURCE")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="dataset folder (default: the record's, the profile's, or a few test pairs "
                    "made under runs/show-data)")
-@click.option("--pairs", type=click.IntRange(1, 16), default=4, show_default=True)
+@click.option("--pairs", type=click.IntRange(1, 16), default=4, show_default=True,
+              help="how many test pairs to draw (1-16), a block of rows each")
 @click.option("--start", type=click.IntRange(0), default=0, show_default=True,
               help="first test pair shown")
 @_friendly
