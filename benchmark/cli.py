@@ -163,7 +163,8 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
 @click.option("--format", "fmt", type=click.Choice(["md", "latex", "csv"]), default="md",
               show_default=True)
 @click.option("--results", type=click.Path(path_type=Path), multiple=True,
-              help=f"record trees to read, later ones shadowing earlier ones' runs "
+              help=f"record trees to read, later ones shadowing earlier ones' runs; your "
+                   f"own runs (any tree but {COMMITTED}) get rows of their own, marked local "
                    f"(default: {COMMITTED} then {LOCAL}; with --readme {COMMITTED} alone)")
 @_profile_option(default=None, help_extra=". Default: each cell shows the highest-ranked "
                                           "profile that has records")
