@@ -114,7 +114,26 @@ def main() -> None:
     """FlowCapsules benchmark: runs, the paper's tables and figures."""
 
 
-@main.command("run")
+class _RunCommand(click.Command):
+    """`run`'s help lists the registered methods, read from the registry when it is shown."""
+
+    def format_help_text(self, ctx, formatter):
+        super().format_help_text(ctx, formatter)
+        from benchmark.registry import load_methods
+        with formatter.indentation():
+            formatter.write_paragraph()
+            formatter.write_text("METHOD: " + ", ".join(load_methods()) + " (flowbench list "
+                                 "gives each one's budget per profile).")
+
+
+def _example(*commands: str) -> str:
+    """An epilog giving `commands` as typed (the \\b keeps click from rewrapping them)."""
+    return "\b\nExample" + "s" * (len(commands) > 1) + ":\n" + "\n".join(f"  {c}" for c in commands)
+
+
+@main.command("run", cls=_RunCommand, epilog=_example(
+    "flowbench run flowcaps --profile quick --seeds 0,1,2",
+    "flowbench run psd --checkpoint checkpoints/psd_geo_quick.pt"))
 @click.argument("method")
 @_run_options
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
@@ -137,7 +156,7 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
     execute(p, echo=click.echo)
 
 
-@main.command("ablate")
+@main.command("ablate", epilog=_example("flowbench ablate --dataset geo --profile gpu --jobs 4"))
 @_run_options
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="runs at a time, each in its own process (several small runs share one "
@@ -159,7 +178,8 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
     execute_all(plans, jobs, echo=click.echo)
 
 
-@main.command("table")
+@main.command("table", epilog=_example("flowbench table --profile quick",
+                                        "flowbench table --format csv -o tables.csv"))
 @click.option("--format", "fmt", type=click.Choice(["md", "latex", "csv"]), default="md",
               show_default=True)
 @click.option("--results", type=click.Path(path_type=Path), multiple=True,
@@ -194,7 +214,9 @@ def table_cmd(fmt, results, profile, output, readme):
         click.echo(text, nl=False)
 
 
-@main.command("show")
+@main.command("show", epilog=_example(
+    "flowbench show results/records/geo/flowcaps/gpu/seed0.json -o fig.png",
+    "flowbench show checkpoints/flowcaps_geo_quick.pt -o fig.jpg --pairs 2"))
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="the figure; its extension gives the type (.png, .jpg, ...)")
@@ -218,7 +240,8 @@ def show_cmd(source, output, method, dataset, data, pairs, start):
     click.echo(f"wrote {path}")
 
 
-@main.command("publish")
+@main.command("publish", epilog=_example(
+    "flowbench publish results/records/geo/psd/quick/seed0.json --as checkpoints/psd_geo_quick.pt"))
 @click.argument("record", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--as", "dest", type=click.Path(path_type=Path), required=True,
               help="checkpoints/<name>.pt: where the record's checkpoint goes")
@@ -234,7 +257,7 @@ def publish_cmd(record, dest, force):
                f"{out['record']} now names it")
 
 
-@main.command("list")
+@main.command("list", epilog=_example("flowbench list"))
 @_friendly
 def list_cmd():
     """Methods (with their time budget per profile), datasets and profiles."""

@@ -72,7 +72,8 @@ def main():
     """Geo / Geo+ dataset generator (see geogen/schema.py for the data contract)."""
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  geogen make --variant geo --n 1000 --val 100 --test 100 "
+                     "--size 64 --out data/mine")
 @click.option("--variant", type=click.Choice(sorted(VARIANTS)), default="geo", show_default=True,
               help="dataset variant")
 @click.option("--n", "n", type=int, required=True, help="training samples")
@@ -133,7 +134,8 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
                + (f"; {left_out} (named in its manifest.json)" if left_out else ""))
 
 
-@main.command("import-psd")
+@main.command("import-psd",
+              epilog="\b\nExample:\n  geogen import-psd psd_pairs/ --out data/psd-test")
 @click.argument("src", type=click.Path())
 @click.option("--out", "out", required=True, help="output folder (missing or empty)")
 @click.option("--split", default="test", show_default=True, help="split that gets every sample")
@@ -149,7 +151,7 @@ def import_psd(src, out, split, no_masks, shard_size):
                f"absent fields: {', '.join(info['absent']) or 'none'})")
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  geogen info data/geo-quick")
 @click.argument("root", type=click.Path(file_okay=False))
 @_friendly
 def info(root):
@@ -188,7 +190,7 @@ def _field_bytes(parts) -> dict[str, int]:
     return total
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  geogen verify data/geo-quick")
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--no-checksums", is_flag=True, help="skip the sha256 of each shard")
 @_friendly
@@ -204,7 +206,7 @@ def verify(root, no_checksums):
     click.echo(f"{root}: OK ({n} shards, {sum(m['counts'].values())} samples)")
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  geogen show data/geo-quick --index 0-7 -o sheet.png")
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--split", default="test", show_default=True)
 @click.option("--index", "index", default="0-7", show_default=True, help="e.g. 0-7 or 0,3,5")
