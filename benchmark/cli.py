@@ -241,7 +241,7 @@ def show_cmd(source, output, method, dataset, data, pairs, start):
 
 
 @main.command("publish", epilog=_example(
-    "flowbench publish results/records/geo/psd/quick/seed0.json --as checkpoints/psd_geo_quick.pt"))
+    "flowbench publish runs/records/geo/flowcaps/quick/seed0.json --as checkpoints/mine.pt"))
 @click.argument("record", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--as", "dest", type=click.Path(path_type=Path), required=True,
               help="checkpoints/<name>.pt: where the record's checkpoint goes")
