@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -19,17 +20,39 @@ from benchmark.methods import flowcaps_diagnose
 from benchmark.records import COMMITTED, LOCAL
 from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
+from geogen.stopping import exit_status, signals_raise
 
 
-def _friendly(fn):
-    """Turn project errors into click's one-line error and exit status 1."""
+def _friendly(fn=None, *, resume: Callable[[dict], str] | None = None):
+    """Turn project errors into click's one-line error and exit status 1, and a Ctrl-C (or
+    SIGTERM) into one line saying how to resume, `resume(the command's options)`, and exit
+    status 130 (143), as geogen and flowcaps answer them."""
+    if fn is None:
+        return functools.partial(_friendly, resume=resume)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        received: list[int] = []
         try:
-            return fn(*args, **kwargs)
+            with signals_raise(received):
+                return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            pass
         except (BenchmarkError, GeogenError) as err:
-            raise click.ClickException(str(err)) from None
+            if not received:
+                raise click.ClickException(str(err)) from None
+            # else the error a stop caused: a method's training saved its checkpoint and
+            # reported the interrupt as its own error
+        how, status = exit_status(received)
+        hint = resume(kwargs) if resume else "run the same command again"
+        click.echo(f"{how}; {hint}", err=True)
+        sys.exit(status)
     return wrapper
+
+
+def _run_resume(options: dict) -> str:
+    from benchmark.runner import resume_line
+    return resume_line(options["runs"], options["force"], options.get("checkpoint"))
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -91,7 +114,26 @@ def main() -> None:
     """FlowCapsules benchmark: runs, the paper's tables and figures."""
 
 
-@main.command("run")
+class _RunCommand(click.Command):
+    """`run`'s help lists the registered methods, read from the registry when it is shown."""
+
+    def format_help_text(self, ctx, formatter):
+        super().format_help_text(ctx, formatter)
+        from benchmark.registry import load_methods
+        with formatter.indentation():
+            formatter.write_paragraph()
+            formatter.write_text("METHOD: " + ", ".join(load_methods()) + " (flowbench list "
+                                 "gives each one's budget per profile).")
+
+
+def _example(*commands: str) -> str:
+    """An epilog giving `commands` as typed (the \\b keeps click from rewrapping them)."""
+    return "\b\nExample" + "s" * (len(commands) > 1) + ":\n" + "\n".join(f"  {c}" for c in commands)
+
+
+@main.command("run", cls=_RunCommand, epilog=_example(
+    "flowbench run flowcaps --profile quick --seeds 0,1,2",
+    "flowbench run psd --checkpoint checkpoints/psd_geo_quick.pt"))
 @click.argument("method")
 @_run_options
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
@@ -99,7 +141,7 @@ def main() -> None:
                    "and k-means pairs it reads when the data is missing)")
 @click.option("--test-limit", type=click.IntRange(min=1), default=None,
               help="score only the first N test pairs: a partial record, which the tables skip")
-@_friendly
+@_friendly(resume=_run_resume)
 def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, device, force,
             checkpoint, test_limit):
     """Make the data if missing, train METHOD (resuming), evaluate, write a record per seed."""
@@ -114,12 +156,12 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
     execute(p, echo=click.echo)
 
 
-@main.command("ablate")
+@main.command("ablate", epilog=_example("flowbench ablate --dataset geo --profile gpu --jobs 4"))
 @_run_options
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="runs at a time, each in its own process (several small runs share one "
                    "GPU); a time-budgeted profile then trains each on its share of the device")
-@_friendly
+@_friendly(resume=_run_resume)
 def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, force, jobs):
     """Run Table 3's grid for FlowCapsules (benchmark/paper_tables.py: K, |s|; decoder depth
     and depth ordering on Geo)."""
@@ -136,11 +178,13 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
     execute_all(plans, jobs, echo=click.echo)
 
 
-@main.command("table")
+@main.command("table", epilog=_example("flowbench table --profile quick",
+                                        "flowbench table --format csv -o tables.csv"))
 @click.option("--format", "fmt", type=click.Choice(["md", "latex", "csv"]), default="md",
               show_default=True)
 @click.option("--results", type=click.Path(path_type=Path), multiple=True,
-              help=f"record trees to read, later ones shadowing earlier ones' runs "
+              help=f"record trees to read, later ones shadowing earlier ones' runs; your "
+                   f"own runs (any tree but {COMMITTED}) get rows of their own, marked local "
                    f"(default: {COMMITTED} then {LOCAL}; with --readme {COMMITTED} alone)")
 @_profile_option(default=None, help_extra=". Default: each cell shows the highest-ranked "
                                           "profile that has records")
@@ -170,16 +214,20 @@ def table_cmd(fmt, results, profile, output, readme):
         click.echo(text, nl=False)
 
 
-@main.command("show")
+@main.command("show", epilog=_example(
+    "flowbench show results/records/geo/flowcaps/gpu/seed0.json -o fig.png",
+    "flowbench show checkpoints/flowcaps_geo_quick.pt -o fig.jpg --pairs 2"))
 @click.argument("source", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="the figure; its extension gives the type (.png, .jpg, ...)")
 @click.option("--method", default="flowcaps", show_default=True, help="for a checkpoint SOURCE")
 @click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True,
               help="for a checkpoint SOURCE")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="dataset folder (default: the record's, the profile's, or a few test pairs "
                    "made under runs/show-data)")
-@click.option("--pairs", type=click.IntRange(1, 16), default=4, show_default=True)
+@click.option("--pairs", type=click.IntRange(1, 16), default=4, show_default=True,
+              help="how many test pairs to draw (1-16), a block of rows each")
 @click.option("--start", type=click.IntRange(0), default=0, show_default=True,
               help="first test pair shown")
 @_friendly
@@ -192,7 +240,8 @@ def show_cmd(source, output, method, dataset, data, pairs, start):
     click.echo(f"wrote {path}")
 
 
-@main.command("publish")
+@main.command("publish", epilog=_example(
+    "flowbench publish runs/records/geo/flowcaps/quick/seed0.json --as checkpoints/mine.pt"))
 @click.argument("record", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--as", "dest", type=click.Path(path_type=Path), required=True,
               help="checkpoints/<name>.pt: where the record's checkpoint goes")
@@ -208,7 +257,8 @@ def publish_cmd(record, dest, force):
                f"{out['record']} now names it")
 
 
-@main.command("list")
+@main.command("list", epilog=_example("flowbench list"))
+@_friendly
 def list_cmd():
     """Methods (with their time budget per profile), datasets and profiles."""
     from benchmark.registry import load_methods

@@ -14,6 +14,8 @@ A folder the user names is never made unless they ask (`--make-data`).
 """
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,6 +88,7 @@ def ensure(cfg, root: Path, *, may_make: bool, own_folder: bool, progress: bool 
     """
     from geogen.errors import GeogenError
     from geogen.make import make_dataset
+    from geogen.stopping import signals_stop
     if (root / "manifest.json").is_file():  # written last, by a rename: the folder is whole
         return _checked(cfg, root, own_folder)
     if not may_make:
@@ -97,10 +100,18 @@ def ensure(cfg, root: Path, *, may_make: bool, own_folder: bool, progress: bool 
             return _checked(cfg, root, own_folder)
         echo(f"making {cfg.variant} in {root}: {cfg.counts()} pairs at {cfg.size} px "
              f"(resumes if interrupted)")
+        stop, received = threading.Event(), []
         try:
-            return Path(make_dataset(cfg, resume=True, progress=progress))
+            # geogen make's rule: a Ctrl-C or SIGTERM stops the making between two work units,
+            # the whole shards kept for the resume.
+            with signals_stop(stop, received):
+                return Path(make_dataset(cfg, resume=True, progress=progress, stop=stop))
         except GeogenError as err:
             raise BenchmarkError(f"making {cfg.variant} in {root}: {err}") from None
+        except KeyboardInterrupt:
+            if received:  # hand the signal on to the handler outside (flowbench's names it)
+                signal.raise_signal(received[0])
+            raise
 
 
 @contextmanager

@@ -234,9 +234,10 @@ def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[s
     """Every usable full record in the trees under `roots` and one message per file skipped.
 
     Each record gains `_path` (its file) and `_local` (True unless it is under COMMITTED).
-    Partial evaluations are skipped (and named). Where two roots hold the same run
-    (`identity`), the later root's record is used. Roots that do not exist are passed over;
-    BenchmarkError when one is a file, none exists or none holds a usable record.
+    Partial evaluations are skipped (and named). Where two roots of the same kind (committed,
+    or a user's) hold the same run (`identity`), the later root's record is used; a user's run
+    never hides a committed one (the tables show the two apart). Roots that do not exist are
+    passed over; BenchmarkError when one is a file, none exists or none holds a usable record.
     """
     roots = [Path(r) for r in ([roots] if isinstance(roots, (str, Path)) else roots)]
     for root in roots:
@@ -262,7 +263,7 @@ def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[s
                 problems.append(f"{path}: a partial evaluation ({rec['metrics'].get('n_test')} "
                                 f"test pairs), not a table record")
                 continue
-            by_run[identity(rec)] = {**rec, "_path": str(path), "_local": local}
+            by_run[(local, identity(rec))] = {**rec, "_path": str(path), "_local": local}
     records = list(by_run.values())
     if not records:
         detail = f" ({len(problems)} unusable: {problems[0]})" if problems else ""

@@ -23,7 +23,8 @@ def _body(t: Table) -> list[list[str]]:
 
 
 LEGEND = ("ours: mean ± std over seeds (profile, seeds), from the result records "
-          "(results/records; \"local\": your own runs in runs/records); "
+          "(results/records; \"local\": your own runs in runs/records, in rows of their own, "
+          "never averaged with the committed records); "
           "paper: Sabour et al., ICML 2021 (benchmark/data/paper.json); "
           "- = no run yet; n/r = the paper reports no number; \"4x4 data\": runs on data made "
           "with the generator's former 4 x 4 edge subsamples (geogen.schema), shown only where "

@@ -248,7 +248,7 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
                 echo(f"--force: removing {spec.run_dir} to train seed {seed} afresh")
                 shutil.rmtree(spec.run_dir)
             echo(f"training {method.name} on {req.dataset} ({req.profile}), seed {seed} "
-                 f"-> {spec.run_dir} (resumes if interrupted)")
+                 f"-> {spec.run_dir}" + ("" if req.force else " (resumes if interrupted)"))
             checkpoint, train_config_used = method.train(spec), train_config
         else:
             checkpoint, train_config_used = Path(req.checkpoint), None
@@ -279,6 +279,21 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
                  + ", ".join(f"{k} {_fmt(iou[k])}" for k in ("circle", "square", "triangle")))
         written.append(path)
     return written
+
+
+def resume_line(runs: Path, force: bool, checkpoint: Path | None) -> str:
+    """What the same command does after a Ctrl-C stopped `execute` (its rules above): the data
+    made so far is kept and finished (datasets.ensure resumes it); a training run resumes from
+    its checkpoint in its run folder unless --force, which removes that folder; evaluation,
+    never resumable, starts again."""
+    if checkpoint is not None:
+        return ("no record was written; the same command finishes the data it makes and "
+                "evaluates the checkpoint again")
+    if force:
+        return ("with --force the same command trains every seed afresh again (it removes "
+                f"their run folders under {runs}); the data made so far is kept")
+    return ("the same command resumes: the data made so far is kept, each seed's training "
+            f"continues from its checkpoint under {runs}, seeds with a record are skipped")
 
 
 def _fmt(v: float | None) -> str:

@@ -6,6 +6,8 @@ The test pairs come from, in order: the folder passed with --data; the record's 
 when it is on this machine and unchanged (same manifest hash); the profile's folder for a
 checkpoint; else a small set of the same first test pairs made here (datasets.show_data), so
 a fresh clone can draw every committed record.
+Each pair is drawn beside its ground truth, with its IoU under the fixed assignment: a
+record's (chosen over its whole test split), or for a checkpoint one chosen on the pairs drawn.
 """
 from __future__ import annotations
 
@@ -62,24 +64,33 @@ def _profile_data(dataset: str, size: int, need: int, echo) -> Path:
 
 def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Path | None,
          pairs: int, start: int, echo=print) -> Path:
-    """Draw `pairs` test pairs from `start` and write the PNG; returns its path."""
-    from benchmark.figures import qualitative_figure, save_png
+    """Draw `pairs` test pairs from `start` and write the image (its type the extension's);
+    returns its path."""
+    from benchmark.figures import Assignment, qualitative_figure, save_image
+    from geogen.sheet import image_format
+    image_format(output)  # an unknown extension is refused before any work
     if not source.is_file():
         raise BenchmarkError(f"{source} does not exist")
     if data is not None and not (Path(data) / "manifest.json").is_file():
         raise BenchmarkError(f"data folder {data} does not exist (or has no manifest.json)")
     need = start + pairs
+    assignment = None  # a checkpoint's: chosen on the pairs drawn
     if source.suffix == ".json":
         rec = records.read_record(source)
         method, checkpoint = get_method(rec["method"]), _checkpoint_of(source, rec)
         loaded = method.load(checkpoint)
         root = data or _record_data(rec, need, echo)
+        if (rec["metrics"] or {}).get("assignment"):
+            assignment = Assignment.of(rec["metrics"], f"the record's, over "
+                                                       f"{rec['metrics'].get('n_test')} test pairs")
     else:
         method, checkpoint = get_method(method_name), source
         loaded = method.load(checkpoint)
         root = data or _profile_data(dataset, loaded.image_size, need, echo)
-    test = datasets.read_checked(root, "test", ("frames", "flow"), need)
-    frames, flows = test["frames"][start:], test["flow"][start:, 0]  # (B, T, H, W, 3), (B, H, W, 2)
+    test = datasets.read_checked(root, "test", ("frames", "flow", "amodal", "visible", "present"),
+                                 need)
+    test = {k: v[start:] for k, v in test.items()}
+    frames, flows = test["frames"], test["flow"][:, 0]  # (B, T, H, W, 3), (B, H, W, 2)
     if len(frames) == 0:
         raise BenchmarkError(f"{root} has fewer than {start + 1} test pairs")
     if frames.shape[2] != loaded.image_size:
@@ -87,4 +98,6 @@ def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Pa
                              f"{frames.shape[2]} px")
     title = (f"{method.title}: {checkpoint.name} on {root} test "
              f"{start}-{start + len(frames) - 1}")
-    return save_png(qualitative_figure(method, loaded.model, frames, flows, title), output)
+    figure = qualitative_figure(method, loaded.model, frames, flows, title, test=test,
+                                assignment=assignment, first=start)
+    return save_image(figure, output)

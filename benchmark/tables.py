@@ -9,7 +9,8 @@ What each table holds is benchmark.paper_tables (the paper's rows and methods) p
   sample std over seeds, with the profile and seed count. Runs on data made with the
   generator's current settings come first; a cell that only older data fills says which
   (e.g. "4x4 data": the edge subsamples, see geogen.schema). A cell filled from a user's own
-  records (runs/records) says "local".
+  records (runs/records) says "local"; beside committed records those fill rows of their own
+  ("Geo (local)"), never the committed mean (build_tables).
 - Table 1 comes in two parts, both with the fixed capsule-to-slot assignment
   (benchmark.metrics): 1a amodal IoU, where a method with visible-only masks shows the
   ceiling (the ground-truth visible masks scored against the amodal truth, read from the
@@ -36,6 +37,7 @@ from benchmark.paper import paper_text as text_numbers
 from benchmark.profiles import by_rank
 
 NOT_PUBLIC = "not public"
+NO_CEILING = "ceiling: -"  # a visible-only method's Table 1a cell where no record has one
 AMODAL_MARK, GT_MARK, RULE_MARK = "†", "‡", "§"
 
 
@@ -222,7 +224,7 @@ def table1(records: list[dict], methods: dict, profile: str | None = None) -> Ta
                 if _visible_only(methods.get(name)):
                     ceil = ceilings[ds]
                     cells.append(Cell(ceiling=ceil.values.get(part), sources=(ceil.source,),
-                                      **paper) if ceil else Cell(na="ceiling: -", **paper))
+                                      **paper) if ceil else Cell(na=NO_CEILING, **paper))
                     continue
                 c = _select(records, name, ds, _no_overrides, _part("amodal_iou", part),
                             profile, per_image=_part("amodal_iou_per_image", part), **paper)
@@ -381,12 +383,46 @@ def table3(records: list[dict], methods: dict | None = None, profile: str | None
     return t
 
 
+LOCAL_ROW = " (local)"  # after the first label of a row of a user's own runs
+
+
+def _tables(records: list[dict], methods: dict, profile: str | None) -> list[Table]:
+    return [table1(records, methods, profile), table1_visible(records, methods, profile),
+            table2(records, methods, profile), table3(records, methods, profile)]
+
+
+def _with_local_rows(t: Table, local: Table) -> Table:
+    """`t` with, after each row, the same row of `local` (a user's own runs) where one of its
+    cells holds a number: its first label marked, no paper number, no ceiling (the row above
+    shows those)."""
+    rows = []
+    for (labels, cells), (_, mine) in zip(t.rows, local.rows):
+        rows.append((labels, cells))
+        if any(c.values for c in mine):
+            rows.append(([labels[0] + LOCAL_ROW] + labels[1:],
+                         [_local_cell(c) for c in mine]))
+    return replace(t, rows=rows)
+
+
+def _local_cell(c: Cell) -> Cell:
+    """A cell of a local row: its runs without the paper's number; why it holds none (n/a),
+    but no ceiling, which the committed row shows."""
+    if c.values:
+        return replace(c, paper=None, paper_text="")
+    return Cell(na="" if c.na == NO_CEILING else c.na)
+
+
 def build_tables(records: list[dict], methods: dict | None = None,
                  profile: str | None = None) -> list[Table]:
     """Tables 1a, 1b, 2 and 3; `methods` defaults to the registry, `profile` restricts cells
-    to one."""
+    to one. Committed records and a user's own (`_local`) never share a cell: when both are
+    there the user's fill rows of their own, after the committed row they match."""
     if methods is None:
         from benchmark.registry import load_methods
         methods = load_methods()
-    return [table1(records, methods, profile), table1_visible(records, methods, profile),
-            table2(records, methods, profile), table3(records, methods, profile)]
+    committed = [r for r in records if not r.get("_local")]
+    local = [r for r in records if r.get("_local")]
+    if not committed or not local:
+        return _tables(records, methods, profile)
+    return [_with_local_rows(t, mine) for t, mine in
+            zip(_tables(committed, methods, profile), _tables(local, methods, profile))]

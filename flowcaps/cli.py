@@ -8,14 +8,13 @@ import sys
 import click
 
 from flowcaps import checkpoint
+from geogen.stopping import INTERRUPTED
 from trainloop import ddp
 from flowcaps.config import ModelConfig, TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.fields import parse_text
 from flowcaps.profiles import MIX_WITH, PROFILES, for_data
 from flowcaps.trainer import train as run_train
-
-INTERRUPTED = 130  # the shell's status for a run stopped by Ctrl-C (128 + SIGINT), as geogen's
 
 
 def _parse_set(items: tuple[str, ...]) -> dict:
@@ -78,13 +77,17 @@ def main() -> None:
     """FlowCapsules: self-supervised part capsules from frame pairs."""
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  flowcaps train data/geo-quick --profile quick "
+                     "--out runs/mine --max-minutes 10")
 @click.argument("data", type=click.Path())
-@click.option("--profile", type=click.Choice(sorted(PROFILES)), default=None,
+@click.option("--profile", type=click.Choice(list(PROFILES)), default=None,
               help="named settings to start from, with DATA's variant's changes (as flowbench "
                    "trains them) [default: quick]; not with --config")
-@click.option("--out", default=None, help="run folder (checkpoint, log.csv, model.pt)")
-@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default=None)
+@click.option("--out", default=None,
+              help="run folder (checkpoint, log.csv, model.pt) [default: the profile's, "
+                   "runs/flowcaps-PROFILE; with --config, the file's out]")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default=None,
+              help="[default: auto: cuda when torch sees a GPU, else cpu]")
 @click.option("--epochs", type=int, default=None)
 @click.option("--batch-size", type=int, default=None)
 @click.option("--lr", type=float, default=None)
@@ -144,7 +147,7 @@ def _leave_process_group() -> None:
         dist.destroy_process_group()
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  flowcaps info checkpoints/flowcaps_geo_quick.pt")
 @click.argument("ckpt", type=click.Path())
 def info(ckpt) -> None:
     """Print a checkpoint's config and training record."""

@@ -3,12 +3,9 @@ status 1."""
 from __future__ import annotations
 
 import functools
-import signal
 import sys
 import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import click
 import numpy as np
@@ -16,34 +13,10 @@ import numpy as np
 from geogen import schema, shards
 from geogen.errors import GeogenError
 from geogen.scene import MOTIONS
+from geogen.stopping import exit_status, signals_stop
 from geogen.variants import REGISTRY as VARIANTS
 
 MAX_INDICES = 100_000  # --index expands to at most this many numbers (a sheet holds far fewer)
-INTERRUPTED = 130      # the shell's status for a run stopped by Ctrl-C (128 + SIGINT)
-TERMINATED = 143       # and by SIGTERM (128 + SIGTERM)
-
-
-@contextmanager
-def signals_stop(stop: threading.Event, received: list[int]) -> Iterator[None]:
-    """While inside, Ctrl-C and SIGTERM set `stop` (`make_dataset` then stops between two work
-    units) and are appended to `received`; a second one raises KeyboardInterrupt at once.
-    Python's own Ctrl-C, raised wherever it lands, could cut an HDF5 write (its .tmp left) or
-    fall in a weakref callback that swallows it (the run went on); SIGTERM's default killed
-    the parent alone (the workers' BrokenPipe tracebacks, the .tmp left)."""
-    def handler(signum, frame):
-        received.append(signum)
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-    if threading.current_thread() is not threading.main_thread():  # signal's rule
-        yield
-        return
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _friendly(fn):
@@ -99,7 +72,8 @@ def main():
     """Geo / Geo+ dataset generator (see geogen/schema.py for the data contract)."""
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  geogen make --variant geo --n 1000 --val 100 --test 100 "
+                     "--size 64 --out data/mine")
 @click.option("--variant", type=click.Choice(sorted(VARIANTS)), default="geo", show_default=True,
               help="dataset variant")
 @click.option("--n", "n", type=int, required=True, help="training samples")
@@ -148,11 +122,10 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
             root = make_dataset(config, resume=resume, force=force, progress=not quiet,
                                 stop=stop)
     except KeyboardInterrupt:
-        term = received[:1] == [signal.SIGTERM]
-        click.echo(f"{'terminated' if term else 'interrupted'}; the whole shards in "
-                   f"{config.out} are kept: run the same command with --resume to finish",
-                   err=True)
-        sys.exit(TERMINATED if term else INTERRUPTED)
+        how, status = exit_status(received)
+        click.echo(f"{how}; the whole shards in {config.out} are kept: run the same command "
+                   f"with --resume to finish", err=True)
+        sys.exit(status)
     skipped = {kind: len(entry.get("skipped", ())) for kind, entry
                in shards.read_manifest(root).get("sources", {}).items() if isinstance(entry, dict)}
     left_out = "; ".join(f"skipped {n} unusable {kind.rstrip('s')} image{'s' * (n > 1)}"
@@ -161,7 +134,8 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
                + (f"; {left_out} (named in its manifest.json)" if left_out else ""))
 
 
-@main.command("import-psd")
+@main.command("import-psd",
+              epilog="\b\nExample:\n  geogen import-psd psd_pairs/ --out data/psd-test")
 @click.argument("src", type=click.Path())
 @click.option("--out", "out", required=True, help="output folder (missing or empty)")
 @click.option("--split", default="test", show_default=True, help="split that gets every sample")
@@ -177,7 +151,7 @@ def import_psd(src, out, split, no_masks, shard_size):
                f"absent fields: {', '.join(info['absent']) or 'none'})")
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  geogen info data/geo-quick")
 @click.argument("root", type=click.Path(file_okay=False))
 @_friendly
 def info(root):
@@ -216,7 +190,7 @@ def _field_bytes(parts) -> dict[str, int]:
     return total
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  geogen verify data/geo-quick")
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--no-checksums", is_flag=True, help="skip the sha256 of each shard")
 @_friendly
@@ -232,7 +206,7 @@ def verify(root, no_checksums):
     click.echo(f"{root}: OK ({n} shards, {sum(m['counts'].values())} samples)")
 
 
-@main.command()
+@main.command(epilog="\b\nExample:\n  geogen show data/geo-quick --index 0-7 -o sheet.png")
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--split", default="test", show_default=True)
 @click.option("--index", "index", default="0-7", show_default=True, help="e.g. 0-7 or 0,3,5")

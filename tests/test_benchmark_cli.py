@@ -175,3 +175,42 @@ def test_list_and_table_start_without_torch(in_repo):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=in_repo, env={**os.environ, "PYTHONPATH": str(in_repo)})
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_every_commands_help_shows_an_example_and_run_names_the_registered_methods(
+        register_toy):
+    import click
+
+    from flowcaps.cli import main as flowcaps_main
+    from geogen.cli import main as geogen_main
+    runner = CliRunner()
+    for group, prog in ((main, "flowbench"), (flowcaps_main, "flowcaps"), (geogen_main, "geogen")):
+        assert isinstance(group, click.Group)
+        for name in group.commands:  # every command, a new one too
+            text = runner.invoke(group, [name, "--help"]).output
+            example = text.split("Example", 1)[-1]
+            assert "Example" in text and f"\n    {prog} {name}" in example, (prog, name)
+    toy = register_toy()
+    text = runner.invoke(main, ["run", "--help"]).output
+    from benchmark.registry import load_methods
+    assert "METHOD: " + ", ".join(load_methods()) in " ".join(text.split())
+    assert toy.name in text  # read from the registry, not a list kept by hand
+    show = " ".join(runner.invoke(main, ["show", "--help"]).output.split())
+    assert "-o, --output PATH the figure; its extension gives the type" in show
+    assert "--pairs INTEGER RANGE how many test pairs to draw" in show
+
+
+def test_flowcaps_train_help_gives_its_defaults_and_lists_profiles_in_flowbenchs_order():
+    """flowcaps cannot import benchmark (the layers), so this test compares the two lists."""
+    import re
+
+    from flowcaps.cli import main as flowcaps_main
+    text = " ".join(CliRunner().invoke(flowcaps_main, ["train", "--help"]).output.split())
+    assert "--out TEXT run folder (checkpoint, log.csv, model.pt) [default: the profile's, " \
+           "runs/flowcaps- PROFILE; with --config, the file's out]" in text
+    assert "--device [cpu|cuda|auto] [default: auto: cuda when torch sees a GPU, else cpu]" in text
+    listed = re.search(r"--profile \[([a-z|]+)\]", text).group(1).split("|")
+    assert [p for p in listed if p in profiles.PROFILES and not profiles.PROFILES[p].hidden] == \
+        list(profiles.visible()) == listed[:len(profiles.visible())]
+    flowbench = CliRunner().invoke(main, ["run", "--help"]).output
+    assert f"--profile [{'|'.join(profiles.visible())}]" in flowbench

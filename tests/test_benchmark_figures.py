@@ -80,3 +80,67 @@ def test_a_prediction_off_its_contract_is_refused_naming_the_array():
                             ({"features": nan}, "NaN")]:
         with pytest.raises(BenchmarkError, match=message):
             Prediction(**{**ok, **change}).check(2, 8)
+
+
+def _truth_case():
+    """One 8 x 8 pair: capsule 2 draws the circle exactly, capsule 0 half the square, the
+    triangle is absent; the fixed assignment gives circle 2, square 0."""
+    h = 8
+    amodal = np.zeros((3, h, h), bool)
+    amodal[0, :4, :4] = True  # circle
+    amodal[1, 4:, 4:] = True  # square
+    visible = np.zeros((h, h), np.uint8)
+    visible[amodal[0]], visible[amodal[1]] = 1, 2
+    masks = np.zeros((1, 3, h, h), np.float32)
+    masks[0, 2, :4, :4] = 1.0
+    masks[0, 0, 4:, 4:6] = 1.0  # 8 of the square's 16 pixels
+    pred = Prediction(masks=masks, visible=masks.copy(), flow=None,
+                      features=np.zeros((1, 2), np.float32))
+    assignment = figures.Assignment((2, 0, 1), (2, 0, 1), "the record's, over 10000 test pairs")
+    truth = figures.Truth(amodal, visible, np.array([True, True, False]), assignment)
+    return pred, truth
+
+
+def test_mask_rows_show_the_ground_truth_and_each_capsules_assigned_shape():
+    pred, truth = _truth_case()
+    img = np.zeros((3, 8, 8))
+    rows = figures.pair_rows(img, img, None, pred, 0, truth)
+    assert [label for label, _ in rows[1]] == [
+        "gt circle", "gt square", "triangle: absent", "mask 0 = square", "mask 1 = triangle",
+        "mask 2 = circle"]
+    assert [label for label, _ in rows[2]][:4] == [
+        "gt visible circle", "gt visible square", "triangle: absent", "visible 0 = square"]
+    assert np.asarray(rows[1][0][1]).max() == 255 and np.asarray(rows[1][2][1]).max() == 0
+    # the pair's IoU: the mean over its present shapes of the assigned capsule's, (1 + 0.5) / 2
+    assert figures.pair_iou(pred, 0, truth) == (0.75, 0.75)
+    assert truth.assignment.text() == ("capsules by shape (the record's, over 10000 test pairs): "
+                                       "circle 2, square 0, triangle 1")
+
+
+def test_a_figure_titles_each_pair_with_its_iou(register_toy, monkeypatch):
+    """Each pair's block starts with a line of text (its IoU), then the tile rows; without a
+    given assignment one is chosen on the pairs drawn and the title says so."""
+    toy = register_toy()
+    pred, truth = _truth_case()
+    frames = np.zeros((2, 2, 8, 8, 3), np.uint8)
+    test = {"amodal": np.repeat(truth.amodal[None, None], 2, 0),
+            "visible": np.repeat(truth.visible[None, None], 2, 0),
+            "present": np.repeat(truth.present[None], 2, 0)}
+    seen = {}
+
+    def compose(rows, title):
+        seen["rows"], seen["title"] = rows, title
+        return "sheet"
+    monkeypatch.setattr(figures, "compose", compose)
+    assert figures.qualitative_figure(toy, None, frames, None, "T", test=test, first=5) == "sheet"
+    lines = [r for r in seen["rows"] if isinstance(r, str)]
+    # the toy's flat 0.5 masks are empty at the threshold: IoU 0 for every present shape
+    assert lines == [f"test pair {i}: amodal IoU 0.000, visible IoU 0.000 (fixed assignment)"
+                     for i in (5, 6)]
+    assert seen["title"].startswith("T; capsules by shape (chosen on the 2 pairs drawn): ")
+    assert [len(r) for r in seen["rows"] if not isinstance(r, str)][:3] == [2, 6, 6]
+    monkeypatch.undo()
+    sheet = figures.compose(["a line"] + seen["rows"][1:4], "T")
+    assert sheet.size[1] == (figures.LABEL_H + figures.PAD
+                             + 3 * (figures.TILE + figures.LABEL_H + figures.PAD)
+                             + figures.LABEL_H + 2 * figures.PAD)

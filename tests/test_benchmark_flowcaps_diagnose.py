@@ -134,3 +134,19 @@ def test_diagnose_command_prints_every_probe_and_refuses_bad_input(tiny_geo, tmp
 def test_diagnose_pairs_must_be_a_positive_count(bad, tmp_path):
     res = CliRunner().invoke(main, ["diagnose", str(tmp_path / "m.pt"), "--pairs", bad])
     assert res.exit_code == 2 and "--pairs" in res.output
+
+
+def test_diagnose_reads_the_data_the_checkpoint_was_trained_on(tiny_geo, tmp_path):
+    """Not always data/geo-quick: the folder the checkpoint names, or a one-line error."""
+    cfg = train_config(model=model_config(image_size=SIDE, enc_channels=(8, 8), enc_hidden=16))
+    here = checkpoint.save(tmp_path / "here.pt", cfg, FlowCapsules(cfg.model),
+                           meta={"data": str(tiny_geo)})
+    res = CliRunner().invoke(main, ["diagnose", str(here), "--pairs", "4", "--probe", "owners"])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(f"{here}: first 4 test pairs of {tiny_geo}\n")
+    gone = checkpoint.save(tmp_path / "gone.pt", cfg, FlowCapsules(cfg.model),
+                           meta={"data": str(tmp_path / "geoplus-quick")})
+    res = CliRunner().invoke(main, ["diagnose", str(gone)])
+    assert res.exit_code == 1 and res.output == (
+        f"Error: {gone}: its training data {tmp_path / 'geoplus-quick'} is not on this machine; "
+        f"pass --data DIR, a folder of the same dataset at {SIDE} px\n")

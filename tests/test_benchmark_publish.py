@@ -170,3 +170,31 @@ def test_a_publish_that_fails_while_staging_changes_nothing(toy_run, monkeypatch
         publish(path, Path("checkpoints/toy.pt"))
     assert path.read_bytes() == before
     assert sorted(p.name for p in Path("checkpoints").iterdir()) == []  # no temporary left
+
+
+def test_show_writes_the_type_its_extension_names_and_the_records_assignment(toy_run, tmp_path,
+                                                                            monkeypatch):
+    """As `geogen show`: .jpg is a JPEG, .png a PNG; .foo or no extension is one line before
+    any work, nothing written. A record's figure is scored under the record's assignment."""
+    from PIL import Image
+    toy, path = toy_run
+    for name, fmt in (("f.jpg", "JPEG"), ("f.PNG", "PNG")):
+        res = CliRunner().invoke(main, ["show", str(path), "-o", str(tmp_path / name),
+                                        "--pairs", "1"])
+        assert res.exit_code == 0, res.output
+        assert Image.open(tmp_path / name).format == fmt
+    for name in ("f.foo", "f"):
+        # a missing source too: the extension is refused first
+        for source in (str(path), "missing.pt"):
+            res = CliRunner().invoke(main, ["show", source, "-o", str(tmp_path / name)])
+            assert res.exit_code == 1 and res.output.count("\n") == 1
+            assert "unknown image type" in res.output and not (tmp_path / name).exists()
+    seen = {}
+    monkeypatch.setattr("benchmark.figures.compose", lambda rows, title: seen.setdefault(
+        "title", title) and Image.new("RGB", (4, 4)))
+    res = CliRunner().invoke(main, ["show", str(path), "-o", str(tmp_path / "g.png"),
+                                    "--pairs", "1"])
+    assert res.exit_code == 0, res.output
+    got = records.read_record(path)["metrics"]["assignment"]
+    assert ("capsules by shape (the record's, over 60 test pairs): "
+            + ", ".join(f"{n} {got[n]}" for n in ("circle", "square", "triangle"))) in seen["title"]

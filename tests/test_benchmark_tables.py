@@ -341,3 +341,68 @@ def test_paper_json_holds_every_number_of_the_transcription():
     assert stated <= have, stated - have
     for geo_plus, part in zip((0.85, 0.93, 0.90, 0.89), spec.PARTS):
         assert cells[(1, "geo+", "flowcaps", part)].value == geo_plus
+
+
+def test_a_local_run_beside_committed_ones_gets_its_own_row_in_every_format():
+    """After `make demo`: the user's seed 0 (0.874) beside the committed seeds 0-2. The
+    committed cell keeps its three seeds; the local run has its own row, in md, latex and csv."""
+    committed = [_rec(seed=s, all_iou=v, visible=v) for s, v in ((0, 0.93), (1, 0.92), (2, 0.91))]
+    mine = {**_rec(seed=0, all_iou=0.874, visible=0.8, local=True),
+            "_path": "runs/records/geo/flowcaps/quick/seed0.json"}
+    deeper = _rec(all_iou=0.7, axes=(8, 27, 6, True), variant={"decoder_depth": 6}, local=True)
+    built = tables.build_tables(committed + [mine, deeper], profile="quick")
+    t1 = built[0]
+    assert _cell(t1, ["Geo", "all"], "FlowCapsules").ours() == "0.920 ± 0.010 (quick, 3 seeds)"
+    local = _cell(t1, ["Geo (local)", "all"], "FlowCapsules")
+    assert local.ours() == "0.874 (quick, local)" and local.theirs() == ""
+    labels = [r[0] for r in t1.rows]
+    assert labels.index(["Geo (local)", "all"]) == labels.index(["Geo", "all"]) + 1
+    assert ["Geo+ (local)", "all"] not in labels  # only where a local run is
+    assert _cell(built[1], ["Geo (local)", "all"], "FlowCapsules").ours() == "0.800 (quick, local)"
+    assert _cell(built[2], ["FlowCapsules, k-means on raw capsule vectors (local)"],
+                 "Geo N=4").values == (0.8,)
+    # a visible-only method's column: the ceiling stays in the committed row
+    assert _cell(t1, ["Geo (local)", "all"], "R-NEM†").ours() == "-"
+    row = ["depth ordering on, 6-layer decoder (local)"]
+    assert [_cell(built[3], row, ds).ours() for ds in ("Geo", "Geo+")] == ["0.700 (quick, local)",
+                                                                          "n/a"]
+    md = render.render_markdown(built)
+    assert "| Geo | all | ceiling 0.832 |  | ceiling 0.832 |  | 0.920 ± 0.010 (quick, 3 seeds) | " \
+           "0.95 |" in md
+    assert "| Geo (local) | all | - |  | - |  | 0.874 (quick, local) |  |" in md
+    tex = render.render_latex(built)
+    assert "Geo (local) & all & - &  & - &  & 0.874 (quick, local) &  &" in tex
+    rows = list(csv.DictReader(io.StringIO(render.render_csv(built))))
+    [ours] = [r for r in rows if r["table"] == "Table 1a" and r["row"] == "Geo / all"
+              and r["column"] == "FlowCapsules"]
+    [own] = [r for r in rows if r["table"] == "Table 1a" and r["row"] == "Geo (local) / all"
+             and r["column"] == "FlowCapsules"]
+    assert (ours["ours_mean"], ours["seeds"], ours["note"]) == ("0.920000", "3", "")
+    assert "runs/records" not in ours["records"]
+    assert (own["ours_mean"], own["seeds"], own["note"], own["paper"]) == ("0.874000", "1",
+                                                                           "local", "")
+    # local records alone (no committed tree read) fill the table's own rows, marked local
+    alone = tables.build_tables([mine], profile="quick")[0]
+    assert _cell(alone, ["Geo", "all"], "FlowCapsules").ours() == "0.874 (quick, local)"
+    assert ["Geo (local)", "all"] not in [r[0] for r in alone.rows]
+
+
+def test_a_local_record_never_hides_the_committed_record_of_the_same_run(tmp_path, monkeypatch):
+    from benchmark import records
+    from benchmark.registry import Axes
+    monkeypatch.chdir(tmp_path)
+
+    def write(root, seed, iou):
+        rec = records.make_record(
+            method="flowcaps", dataset="geo", profile="quick", seed=seed, run_seed=1,
+            axes=Axes(8, 27, 3, True), variant=Axes(), metrics={"amodal_iou": _parts(iou)},
+            config={}, data={"supersample": 5}, checkpoint=None, device="cpu", wall={},
+            started_at=records.now(), command="flowbench run flowcaps")
+        records.write_record(root, rec)
+    for seed, iou in ((0, 0.93), (1, 0.92), (2, 0.91)):
+        write(records.COMMITTED, seed, iou)
+    write(records.LOCAL, 0, 0.874)
+    write(tmp_path / "mine", 0, 0.5)  # a second tree of the user's shadows the first
+    loaded, _ = records.load_records([records.COMMITTED, records.LOCAL, tmp_path / "mine"])
+    got = sorted((r["_local"], r["seed"], r["metrics"]["amodal_iou"]["all"]) for r in loaded)
+    assert got == [(False, 0, 0.93), (False, 1, 0.92), (False, 2, 0.91), (True, 0, 0.5)]

@@ -271,20 +271,33 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command("diagnose")
+def checkpoint_data(loaded: Any, checkpoint: Path) -> Path:
+    """The folder the checkpoint was trained on (its meta's `data`), when it is on this machine;
+    else a one-line error asking for --data."""
+    trained = (loaded.trained_with or {}).get("meta", {}).get("data")
+    if trained and (Path(trained) / "manifest.json").is_file():
+        return Path(trained)
+    where = f"its training data {trained} is not on this machine" if trained else \
+        "it does not name its training data"
+    raise BenchmarkError(f"{checkpoint}: {where}; pass --data DIR, a folder of the same dataset "
+                         f"at {loaded.image_size} px")
+
+
+@click.command("diagnose", epilog="\b\nExample:\n  flowbench diagnose "
+                                  "checkpoints/flowcaps_geo_quick.pt --pairs 200 --probe dupes")
 @click.argument("checkpoint", type=click.Path(path_type=Path))
 @click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="dataset folder (default data/geo-quick)")
+              help="dataset folder (default: the one the checkpoint was trained on, when it is "
+                   "here)")
 @click.option("--pairs", type=click.IntRange(1), default=200, show_default=True,
               help="first N test pairs (frame 0)")
 @click.option("--probe", type=click.Choice([*PROBES, "all"]), default="all", show_default=True)
 @click.option("--oracle-steps", type=click.IntRange(1), default=300, hidden=True)
 def command(checkpoint, data, pairs, probe, oracle_steps):
     """Probe a FlowCapsules checkpoint: duplicate capsules, who shows each class, a pose oracle."""
-    from benchmark.profiles import default_data_root
     from benchmark.registry import get_method
-    data = data or default_data_root("geo", "quick")
     loaded = get_method("flowcaps").load(checkpoint)
+    data = data or checkpoint_data(loaded, checkpoint)
     test = read_pairs(data, pairs)
     if test.images.shape[-1] != loaded.image_size:
         raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px but {data} holds "
