@@ -124,7 +124,8 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
                 command: str | None = None, checkpoint_sha256: str | None = None,
                 uses_ground_truth: tuple[str, ...] = (), amodal: bool = True,
                 test_limit: int | None = None, partial: bool | None = None,
-                git: dict[str, Any] | None = None) -> dict[str, Any]:
+                git: dict[str, Any] | None = None,
+                extras: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble a record (plain JSON data); `device` is as requested, "auto" is resolved.
 
     `git` is the checkout's state when the run started (`git_state()`, read now if None): the
@@ -132,7 +133,8 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
     at its end (`git.at_end`), so `git diff` shows what changed.
 
     A `partial` record scored fewer test pairs than its profile's test split (by default: any
-    run with a test limit); the tables skip it.
+    run with a test limit); the tables skip it. `extras`: the method's own findings
+    (`Method.record_extras`), stored as given.
     """
     machine = machine_info(device)
     end = git_state()
@@ -148,7 +150,8 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
         "uses_ground_truth": list(uses_ground_truth), "amodal": amodal,
         "partial": test_limit is not None if partial is None else partial,
         "test_limit": test_limit,
-        "metrics": metrics, "config": config, "data": data, "checkpoint": checkpoint,
+        "metrics": metrics, "extras": extras or {}, "config": config, "data": data,
+        "checkpoint": checkpoint,
         "checkpoint_sha256": checkpoint_sha256,
         "git": git, "machine": machine, "device": machine["device"],
         "device_requested": device,
