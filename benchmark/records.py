@@ -35,7 +35,8 @@ from benchmark.registry import Axes
 RECORD_VERSION = 1
 REQUIRED_KEYS = ("record_version", "method", "dataset", "profile", "seed", "axes", "metrics")
 # Fields added after version 1's first records, with the value every earlier record had.
-DEFAULTS = {"partial": False, "uses_ground_truth": [], "amodal": True, "checkpoint_sha256": None}
+DEFAULTS = {"partial": False, "uses_ground_truth": [], "amodal": True, "checkpoint_sha256": None,
+            "extras": {}}
 COMMITTED = Path("results") / "records"  # the records the repository's tables are made from
 LOCAL = Path("runs") / "records"  # where `flowbench run` writes unless told otherwise
 

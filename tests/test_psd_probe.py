@@ -6,42 +6,44 @@ import torch
 
 from baselines.psd.config import ModelConfig
 from baselines.psd.model import PSD
-from baselines.psd.probe import overlaps, probe, summarise
+from baselines.psd.probe import image_ious, probe, summarise
 
 PARTS = ("circle", "square", "triangle")
 
 
 def _hand_case():
-    """One 4x4 image: the circle the left column pair, the square the top right 2x2, the
-    triangle the bottom right 2x2. Dimension 7 covers the circle and one square pixel;
-    dimension 2 covers the square and the triangle's top row."""
-    visible = np.zeros((1, 4, 4), np.uint8)
-    visible[0, :, :2] = 1
+    """Two 4x4 images. The first: the circle the left column pair, the square the top right
+    2x2, the triangle the bottom right 2x2; dimension 7 covers the circle and one square
+    pixel, dimension 2 the square and the triangle's top row. The second: the circle alone
+    (the other parts absent), which no dimension covers."""
+    visible = np.zeros((2, 4, 4), np.uint8)
+    visible[:, :, :2] = 1
     visible[0, :2, 2:] = 2
     visible[0, 2:, 2:] = 3
-    masks = np.zeros((1, 2, 4, 4), bool)  # (N, A, H, W), A = dims 7, 2
+    masks = np.zeros((2, 2, 4, 4), bool)  # (N, A, H, W), A = dims 7, 2
     masks[0, 0, :, :2] = True
     masks[0, 0, 0, 2] = True
     masks[0, 1, :3, 2:] = True
     return masks, visible
 
 
-def test_overlaps_count_pixels_per_dimension_and_part():
+def test_ious_average_over_the_images_where_a_part_is_visible():
     masks, visible = _hand_case()
-    inter, union = overlaps(masks, visible, 3)
-    assert inter.tolist() == [[8, 1, 0], [0, 4, 2]]
-    assert union.tolist() == [[9, 12, 13], [14, 6, 8]]
+    total, count = image_ious(masks, visible, 3)
+    assert count.tolist() == [2, 1, 1]
+    assert np.allclose(total, [[8 / 9, 1 / 12, 0], [0, 4 / 6, 2 / 8]])
 
 
 def test_summary_names_parts_and_structure_by_the_assignment():
     masks, visible = _hand_case()
-    inter, union = overlaps(masks, visible, 3)
+    total, count = image_ious(masks, visible, 3)
     kl = np.zeros(8)
     kl[7], kl[2] = 4.0, 1.5
     structure = np.array([[0.0, 0.95], [0.1, 0.0]])  # parent row 7, child column 2
-    out = summarise(kl, [7, 2], inter, union, structure, PARTS, pairs=1, threshold=0.5)
+    out = summarise(kl, [7, 2], total / count, structure, PARTS, pairs=2, threshold=0.5)
     first, second = out["dims"]
-    assert first["dim"] == 7 and first["part"] == "circle" and first["iou"] == pytest.approx(8 / 9, abs=1e-4)
+    assert first["dim"] == 7 and first["part"] == "circle"
+    assert first["iou"] == pytest.approx(8 / 9 / 2, abs=1e-4)  # 0 on the second image
     assert second["part"] == "square" and second["iou"] == pytest.approx(4 / 6, abs=1e-4)
     assert second["iou_by_part"]["triangle"] == 0.25
     assert out["assignment"] == {"circle": 7, "square": 2}  # two dims: the triangle unassigned

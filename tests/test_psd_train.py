@@ -10,7 +10,7 @@ import torch
 
 from baselines.psd import PsdError, checkpoint
 from baselines.psd.config import PROFILES, ModelConfig, TrainConfig
-from baselines.psd.data import load_train
+from baselines.psd.data import load_train, load_visible
 from baselines.psd.trainer import choose_active, fit
 from trainloop import config_difference
 
@@ -113,5 +113,18 @@ def test_load_train_reads_pairs_and_flow(tiny_geo):
     assert frames.shape == (10, 2, SIZE, SIZE, 3) and frames.dtype == np.uint8
     assert flow.shape == (10, SIZE, SIZE, 2) and flow.dtype == np.float16
     assert np.abs(flow).max() > 0.5  # the shapes move
+    visible = load_visible(tiny_geo, 5)
+    assert visible.shape == (5, SIZE, SIZE) and visible.dtype == np.uint8
+    assert set(np.unique(visible)) <= {0, 1, 2, 3} and visible.max() > 0
     with pytest.raises(PsdError, match="not a geogen dataset"):
         load_train(tiny_geo / "nothing")
+
+
+def test_the_finished_run_holds_its_probe(tmp_path):
+    frames, flow = _data()
+    visible = np.random.default_rng(1).integers(0, 4, (6, SIZE, SIZE), dtype=np.uint8)
+    path = fit(_cfg(tmp_path / "run"), frames, flow, progress=False, visible=visible)
+    found = checkpoint.meta_of(checkpoint.read(path))["probe"]
+    assert found["pairs"] == 6 and found["active_dims"] == checkpoint.load(path).active_dims()
+    with pytest.raises(PsdError, match="visible must be"):
+        fit(_cfg(tmp_path / "other"), frames, flow, progress=False, visible=visible[:, :4])

@@ -1,7 +1,8 @@
 """PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the budget the
-active dimensions are chosen by their posterior KL, the motion encoder is frozen and the
-structure is learned (stage 2). PSD's part of the shared training loop (`trainloop`): its step
-and its stage switch.
+active dimensions are chosen by their posterior KL (only those above `kl_active`; with none,
+stage 1 goes on and the choice is retried), the motion encoder is frozen and the structure is
+learned (stage 2). At the end the probe (baselines.psd.probe) scores the first training pairs.
+PSD's part of the shared training loop (`trainloop`): its step, its stage switch, its finish.
 
 Letters: N pairs, B batch, D latent dimensions, H = W image side.
 """
@@ -152,6 +153,9 @@ def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: 
                        f"{frames.dtype}{list(frames.shape)}")
     if flow.shape != (len(frames), size, size, 2):
         raise PsdError(f"flow must be (N={len(frames)}, {size}, {size}, 2), got {list(flow.shape)}")
+    if visible is not None and (visible.shape[1:] != (size, size) or len(visible) > len(frames)):
+        raise PsdError(f"visible must be (n <= {len(frames)}, {size}, {size}), got "
+                       f"{list(visible.shape)}")
     frames_t, flow_t = torch.from_numpy(frames), torch.from_numpy(flow)
     with trainloop.errors_as(PsdError):
         return trainloop.fit(PsdTask(cfg, frames_t, flow_t, visible), loop_config(cfg),
