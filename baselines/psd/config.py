@@ -178,7 +178,7 @@ def _build(cls: type, raw: dict[str, Any]) -> Any:
 
 # The faithful model (PSD's public code) at the data's side: the long profile, 3 CPU hours on
 # one thread (two trained slower on shared cores: docs/baselines/psd.md, speed).
-LONG = TrainConfig(out="runs/psd-long", threads=1, max_minutes=165.0, steps=10_000_000)
+LONG = TrainConfig(out="runs/psd-long", threads=1, max_minutes=160.0, steps=10_000_000)
 
 # The quick profile: a 2-core CPU, about 30 minutes wall with data and evaluation. It gives up
 # the full-size motion decoder (half size, kernels halved, upsampled) and the UNet's width,
