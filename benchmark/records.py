@@ -35,7 +35,8 @@ from benchmark.registry import Axes
 RECORD_VERSION = 1
 REQUIRED_KEYS = ("record_version", "method", "dataset", "profile", "seed", "axes", "metrics")
 # Fields added after version 1's first records, with the value every earlier record had.
-DEFAULTS = {"partial": False, "uses_ground_truth": [], "amodal": True, "checkpoint_sha256": None}
+DEFAULTS = {"partial": False, "uses_ground_truth": [], "amodal": True, "checkpoint_sha256": None,
+            "extras": {}}
 COMMITTED = Path("results") / "records"  # the records the repository's tables are made from
 LOCAL = Path("runs") / "records"  # where `flowbench run` writes unless told otherwise
 
@@ -124,7 +125,8 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
                 command: str | None = None, checkpoint_sha256: str | None = None,
                 uses_ground_truth: tuple[str, ...] = (), amodal: bool = True,
                 test_limit: int | None = None, partial: bool | None = None,
-                git: dict[str, Any] | None = None) -> dict[str, Any]:
+                git: dict[str, Any] | None = None,
+                extras: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble a record (plain JSON data); `device` is as requested, "auto" is resolved.
 
     `git` is the checkout's state when the run started (`git_state()`, read now if None): the
@@ -132,7 +134,8 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
     at its end (`git.at_end`), so `git diff` shows what changed.
 
     A `partial` record scored fewer test pairs than its profile's test split (by default: any
-    run with a test limit); the tables skip it.
+    run with a test limit); the tables skip it. `extras`: the method's own findings
+    (`Method.record_extras`), stored as given.
     """
     machine = machine_info(device)
     end = git_state()
@@ -148,7 +151,8 @@ def make_record(*, method: str, dataset: str, profile: str, seed: int, run_seed:
         "uses_ground_truth": list(uses_ground_truth), "amodal": amodal,
         "partial": test_limit is not None if partial is None else partial,
         "test_limit": test_limit,
-        "metrics": metrics, "config": config, "data": data, "checkpoint": checkpoint,
+        "metrics": metrics, "extras": extras or {}, "config": config, "data": data,
+        "checkpoint": checkpoint,
         "checkpoint_sha256": checkpoint_sha256,
         "git": git, "machine": machine, "device": machine["device"],
         "device_requested": device,

@@ -183,9 +183,17 @@ class Method(Protocol):
         """Table 3's axes a spec trains with (its variant over the method's defaults), which
         `flowbench ablate` reads; default (METHOD_DEFAULTS) no axes at all."""
 
+    def record_extras(self, loaded: LoadedModel, data_root: Path) -> dict[str, Any]:
+        """Method-specific findings a record stores under "extras" (JSON-ready), computed from
+        the evaluated model and the dataset; default (METHOD_DEFAULTS) none."""
+
 
 def _no_axes(self: Any, spec: TrainSpec) -> Axes:
     return Axes()
+
+
+def _no_extras(self: Any, loaded: LoadedModel, data_root: Path) -> dict[str, Any]:
+    return {}
 
 
 METHOD_DEFAULTS: dict[str, Any] = {
@@ -198,6 +206,7 @@ METHOD_DEFAULTS: dict[str, Any] = {
     "standardise_features": True,
     "trains_with": {},
     "axes": _no_axes,
+    "record_extras": _no_extras,
 }
 GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
 TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)

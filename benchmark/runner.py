@@ -256,6 +256,7 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
         loaded = method.load(checkpoint)
         t_eval = time.time()
         metrics = evaluate(method, loaded, eval_root, run_seed, req.test_limit, progress)
+        extras = method.record_extras(loaded, eval_root)
         wall = {"data": data_s, "train": train_s, "eval": time.time() - t_eval,
                 "total": time.time() - t_run + data_s}
         rec = records.make_record(
@@ -268,7 +269,7 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
             checkpoint=str(checkpoint), checkpoint_sha256=records.file_sha256(checkpoint),
             device=req.device, wall=wall, started_at=started, git=git,
             uses_ground_truth=tuple(method.uses_ground_truth), amodal=method.amodal,
-            test_limit=req.test_limit, partial=p.partial_pairs is not None)
+            test_limit=req.test_limit, partial=p.partial_pairs is not None, extras=extras)
         path = records.write_record(req.results, rec, force=req.force)
         data_s = 0.0  # only the first seed paid for the data
         echo(f"record: {path}" + (f" (partial, {metrics['n_test']} test pairs: the tables skip "

@@ -236,3 +236,17 @@ def test_profiles_with_the_same_data_share_one_folder():
     assert default_data_root("geo", "long") == default_data_root("geo", "gpu") == Path("data/geo-gpu")
     assert default_data_root("geo+", "quick") == Path("data/geoplus-quick")
     assert default_data_root("geo", "paper") == Path("data/geo-paper")  # more val pairs: its own
+
+
+def test_a_methods_record_extras_land_in_its_record(tiny_geo, tmp_path, monkeypatch, register_toy):
+    from benchmark.records import read_record
+    monkeypatch.chdir(tmp_path)
+    ckpt = tmp_path / "toy.json"
+    ckpt.write_text(json.dumps({"size": SIZE}))
+    plain = register_toy(name="toy-plain")
+    found = register_toy(name="toy-extras", record_extras=lambda self, loaded, root: {
+        "probe": {"size": loaded.image_size, "root": Path(root).name}})
+    for toy, want in ((plain, {}), (found, {"probe": {"size": SIZE, "root": tiny_geo.name}})):
+        req = RunRequest(method=toy.name, profile="smoke", checkpoint=ckpt, data=tiny_geo)
+        [path] = run(req, progress=False, echo=lambda _: None)
+        assert read_record(path)["extras"] == want

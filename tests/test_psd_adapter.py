@@ -36,7 +36,19 @@ def test_declares_what_it_sees_and_fills(trained):
     assert method.tables == (1,) and {"smoke", "quick", "gpu"} <= set(method.budgets)
     assert "ground-truth flow" in loaded.config["test_time_input"]
     assert loaded.image_size == SIZE and loaded.axes == Axes()
-    assert len(loaded.config["active_dims"]) >= 3
+    kl, threshold = loaded.trained_with["meta"]["kl"], loaded.trained_with["config"]["kl_active"]
+    assert loaded.config["active_dims"]
+    assert all(kl[d] > threshold for d in loaded.config["active_dims"])  # never a dead one
+
+
+def test_record_extras_hold_the_probe(trained):
+    method, loaded, root = trained
+    found = method.record_extras(loaded, root)["psd_probe"]
+    assert found["test"]["pairs"] == 16 and found["train"]["pairs"] == 16
+    assert found["test"]["active_dims"] == loaded.config["active_dims"]
+    a = len(loaded.config["active_dims"])
+    assert np.array(found["test"]["structure"]).shape == (a, a)
+    assert {d["part"] for d in found["test"]["dims"]} <= {"circle", "square", "triangle"}
 
 
 def test_predict_with_the_ground_truth_flow(trained):

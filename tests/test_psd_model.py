@@ -1,12 +1,14 @@
 """PSD's modules: shapes, the batched cross-convolution against a per-sample loop, the
 independence of the latent dimensions, masks and the structural descriptor on hand cases."""
+import dataclasses
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from baselines.psd.config import ModelConfig
+from baselines.psd import PsdError
+from baselines.psd.config import PROFILES, ModelConfig
 from baselines.psd.model import (PSD, ImageDecoder, ImageEncoder, KernelDecoder, MotionDecoder,
                                  MotionEncoder, StructuralDescriptor, cross_conv, motion_masks)
 
@@ -23,7 +25,7 @@ def test_module_shapes():
     flow = torch.randn(B, 2, SIZE, SIZE)
     feats = ImageEncoder(D)(img)
     assert feats.shape == (B, D, SIZE // 4, SIZE // 4)
-    mean, log_var = MotionEncoder(SIZE, D)(flow)
+    mean, log_var = MotionEncoder(7, D)(flow)
     assert mean.shape == log_var.shape == (B, D)
     kernels = KernelDecoder(D, 5, (8, 16, 8))(torch.randn(B, D))
     assert kernels.shape == (B, D, 5, 5)
@@ -115,14 +117,58 @@ def test_structure_spreads_the_parents_motion_over_its_child():
     assert w[0, 1] == pytest.approx(1.0) and w[1, 1] == 0 and w[2].sum() == 0
 
 
-def test_motion_encoder_depth_follows_the_image_side():
-    assert len(MotionEncoder(128, 32).net) == 7  # PSD's: 7 stride-2 convs to 1x1 at 128 px
-    assert len(MotionEncoder(64, 32).net) == int(math.log2(64))
+def test_motion_encoder_depth():
+    assert ModelConfig(image_size=64).encoder_layers == 7  # PSD's 7 at either side
+    assert ModelConfig(image_size=64, motion_encoder_layers=None).encoder_layers == 6
+    with pytest.raises(PsdError, match="reach 1x1"):
+        ModelConfig(image_size=128, motion_encoder_layers=6).validate()
+    for side in (64, 128):
+        assert MotionEncoder(7, 32)(torch.randn(2, 2, side, side))[0].shape == (2, 32)
 
 
-def test_motion_decoder_is_odd_and_still_at_zero():
+def _convs(module):
+    return [m for m in module.modules() if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d))]
+
+
+@pytest.mark.parametrize("side", [64, 128])
+def test_the_faithful_model_has_psds_kernels_and_widths(side):
+    """PSD's model.py: image encoder 3-32-32-64-64-32-32 (5x5), motion encoder 2-16-16-32-32-
+    64-64-64 (5x5, stride 2), kernel MLPs 1-64-128-64-25, motion decoder 9-9-5-5 depthwise over
+    2 x 32 channels at full size, UNet ngf 64 down to 1x1, batch-norm gains normal(1, 1)."""
     torch.manual_seed(0)
-    dec = MotionDecoder(D, (5, 3))
+    cfg = ModelConfig(image_size=side)
+    assert dataclasses.replace(PROFILES["long"].model, image_size=side) == cfg  # long: faithful
+    model = PSD(cfg)
+    enc = _convs(model.image_encoder)
+    assert [c.out_channels for c in enc] == [32, 32, 64, 64, 32, 32]
+    assert {c.kernel_size for c in enc} == {(5, 5)} and [c.stride[0] for c in enc][:3] == [2, 1, 2]
+    mot = _convs(model.motion_encoder)
+    assert [c.out_channels for c in mot] == [16, 16, 32, 32, 64, 64, 64]
+    assert {c.kernel_size for c in mot} == {(5, 5)} and {c.stride for c in mot} == {(2, 2)}
+    ker = _convs(model.kernel_decoder)  # grouped: channels are 32 x the MLP's widths
+    assert [c.out_channels // 32 for c in ker] == [64, 128, 64, 25]
+    dec = _convs(model.motion_decoder)
+    assert [c.kernel_size[0] for c in dec] == [9, 9, 5, 5]
+    assert all(c.groups == c.out_channels == 64 for c in dec[1:]) and dec[0].groups == 32
+    assert cfg.motion_scale == 1 and not cfg.odd_motion
+    downs = [m for m in model.image_decoder.downs.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(downs) == int(math.log2(side)) and downs[0].out_channels == 64
+    assert all(c.bias is None for c in downs)
+    gains = torch.cat([m.weight.detach() for m in model.modules()
+                       if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d))])
+    assert 0.9 < float(gains.std()) < 1.1 and 0.9 < float(gains.mean()) < 1.1
+
+
+def test_the_faithful_model_runs_at_128_px():
+    torch.manual_seed(0)
+    model = PSD(ModelConfig(image_size=128, latent_dim=4)).eval()
+    out = model(torch.rand(1, 3, 128, 128), torch.randn(1, 2, 128, 128))
+    assert out.local.shape == (1, 2, 4, 128, 128) and out.image.shape == (1, 3, 128, 128)
+
+
+def test_the_odd_motion_decoder_is_odd_and_still_at_zero():
+    torch.manual_seed(0)
+    dec = MotionDecoder(D, (5, 3), odd=True)
     x = torch.randn(2, D, 16, 16)
     assert torch.allclose(dec(-x, 32), -dec(x, 32), atol=1e-6)
     assert dec(torch.zeros(2, D, 16, 16), 32).abs().max() == 0

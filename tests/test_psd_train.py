@@ -2,6 +2,7 @@
 and the NaN stop: tests/test_trainloop_methods.py)."""
 import csv
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from baselines.psd import PsdError, checkpoint
 from baselines.psd.config import PROFILES, ModelConfig, TrainConfig
-from baselines.psd.data import load_train
+from baselines.psd.data import load_train, load_visible
 from baselines.psd.trainer import choose_active, fit
 from trainloop import config_difference
 
@@ -20,7 +21,8 @@ def _cfg(out, **kw):
     model = ModelConfig(image_size=SIZE, latent_dim=5, kernel_hidden=(8,), unet_width=4,
                         motion_scale=2, motion_kernels=(3,))
     base = TrainConfig(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
-                       steps=8, stage1_fraction=0.5, active_pairs=8, min_active=2, log_every=1)
+                       steps=8, stage1_fraction=0.5, active_pairs=8, kl_active=0.0,
+                       retry_steps=2, log_every=1)
     return base.replace(**kw)
 
 
@@ -36,7 +38,7 @@ def test_two_stages_export_and_log(tmp_path):
     path = fit(_cfg(tmp_path / "run"), frames, flow, progress=False)
     meta = checkpoint.meta_of(checkpoint.read(path))
     assert meta["stage2_step"] == 4 and meta["step"] == 8 and meta["stop_reason"] == "steps"
-    assert len(meta["kl"]) == 5 and len(meta["active_dims"]) >= 2
+    assert len(meta["kl"]) == 5 and len(meta["active_dims"]) >= 1
     assert np.array(meta["structure"]).shape == (len(meta["active_dims"]),) * 2
     model = checkpoint.load(path)
     assert model.active_dims() == sorted(meta["active_dims"]) and not model.training
@@ -44,10 +46,30 @@ def test_two_stages_export_and_log(tmp_path):
     assert stages == ["1"] * 4 + ["2"] * 4
 
 
-def test_active_dimensions_by_kl():
-    kl = np.array([0.1, 3.0, 0.7, 0.2, 5.0])
-    assert choose_active(kl, 0.5, 2) == [4, 1, 2]
-    assert choose_active(kl, 4.0, 3) == [4, 1, 2]  # too few above the threshold: the largest 3
+def test_active_dimensions_by_kl_never_a_dead_one():
+    kl = np.array([0.1, 3.0, 0.7, 0.0007, 5.0, 0.5])  # nats
+    assert choose_active(kl, 0.5) == [4, 1, 2]  # largest first; 0.5 itself is not above
+    assert choose_active(kl, 4.0) == [4]  # one live dimension: not padded with dead ones
+    assert choose_active(kl, 10.0) == []
+
+
+def test_stage_two_waits_for_a_live_dimension(tmp_path):
+    frames, flow = _data()
+    path = fit(_cfg(tmp_path / "run", kl_active=1e9), frames, flow, progress=False)
+    meta = checkpoint.meta_of(checkpoint.read(path))
+    assert meta["active_dims"] == [] and "stage2_step" not in meta and meta["step"] == 8
+    stages = [r["stage"] for r in csv.DictReader(open(tmp_path / "run" / "log.csv"))]
+    assert stages == ["1"] * 8
+
+
+def test_a_checkpoint_written_before_the_switches_keeps_its_model():
+    raw = json.loads(PROFILES["quick"].to_json())
+    for key in ("odd_motion", "unet_down_bias", "bn_init_std", "motion_encoder_layers"):
+        raw["model"].pop(key)
+    raw["min_active"] = 3  # a retired field
+    cfg = TrainConfig.from_json(json.dumps(raw))
+    assert cfg.model.odd_motion and cfg.model.unet_down_bias and cfg.model.bn_init_std == 0
+    assert cfg.model.encoder_layers == 6  # log2(64): the old depth rule
 
 
 def test_bad_inputs_are_refused(tmp_path):
@@ -91,5 +113,18 @@ def test_load_train_reads_pairs_and_flow(tiny_geo):
     assert frames.shape == (10, 2, SIZE, SIZE, 3) and frames.dtype == np.uint8
     assert flow.shape == (10, SIZE, SIZE, 2) and flow.dtype == np.float16
     assert np.abs(flow).max() > 0.5  # the shapes move
+    visible = load_visible(tiny_geo, 5)
+    assert visible.shape == (5, SIZE, SIZE) and visible.dtype == np.uint8
+    assert set(np.unique(visible)) <= {0, 1, 2, 3} and visible.max() > 0
     with pytest.raises(PsdError, match="not a geogen dataset"):
         load_train(tiny_geo / "nothing")
+
+
+def test_the_finished_run_holds_its_probe(tmp_path):
+    frames, flow = _data()
+    visible = np.random.default_rng(1).integers(0, 4, (6, SIZE, SIZE), dtype=np.uint8)
+    path = fit(_cfg(tmp_path / "run"), frames, flow, progress=False, visible=visible)
+    found = checkpoint.meta_of(checkpoint.read(path))["probe"]
+    assert found["pairs"] == 6 and found["active_dims"] == checkpoint.load(path).active_dims()
+    with pytest.raises(PsdError, match="visible must be"):
+        fit(_cfg(tmp_path / "other"), frames, flow, progress=False, visible=visible[:, :4])

@@ -54,7 +54,7 @@ def _psd_cfg(out, steps):
     model = PsdModel(image_size=32, latent_dim=5, kernel_hidden=(8,), unet_width=4,
                      motion_scale=2, motion_kernels=(3,))
     return PsdConfig(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
-                     steps=steps, stage1_fraction=0.5, active_pairs=8, min_active=2, log_every=1,
+                     steps=steps, stage1_fraction=0.5, active_pairs=8, kl_active=0.0, log_every=1,
                      checkpoint_minutes=0.0)
 
 

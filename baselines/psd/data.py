@@ -34,3 +34,18 @@ def load_train(root: str | Path, limit: int | None = None) -> tuple[np.ndarray, 
     if not len(pair["frames"]):
         raise PsdError(f"{root} has no train pairs")
     return pair["frames"], pair["flow"]
+
+
+def load_visible(root: str | Path, limit: int) -> np.ndarray:
+    """The visible part labels of frame 0 (N, H, W) uint8 of the first `limit` train pairs
+    (0 background, s + 1 part s), for the probe; an empty array where none are stored."""
+    from geogen.dataset import open_split
+    from geogen.errors import GeogenError
+
+    try:
+        train = open_split(root, "train")
+        if "visible" not in train.fields or limit < 1:
+            return np.zeros((0, 1, 1), np.uint8)
+        return train.read(("visible",), limit, t={"visible": 0})["visible"]
+    except GeogenError as err:
+        raise PsdError(f"cannot read the train split of {root}: {err}") from None

@@ -20,8 +20,9 @@ from torch import nn
 
 from baselines.psd.config import ModelConfig
 
-# PSD's motion encoder channels at 128 px (7 stride-2 convs to 1x1); a smaller side drops
-# layers from the end, and the last layer always gives 2 D numbers (mean and log-variance).
+# PSD's motion encoder channels before its last conv (7 stride-2 convs to 1x1 at 128 px);
+# fewer layers drop channels from the end, and the last layer always gives 2 D numbers (mean
+# and log-variance); more repeat the last width.
 MOTION_ENCODER_CHANNELS = (16, 16, 32, 32, 64, 64)
 IMAGE_ENCODER_CHANNELS = ((32, 2), (32, 1), (64, 2), (64, 1), (32, 1))  # (out, stride), 5x5
 
@@ -52,12 +53,15 @@ class ImageEncoder(nn.Module):
 
 
 class MotionEncoder(nn.Module):
-    """Flow (B, 2, H, W) in units of the image side -> posterior mean and log-variance (B, D)."""
+    """Flow (B, 2, H, W) in units of the image side -> posterior mean and log-variance (B, D).
 
-    def __init__(self, image_size: int, latent_dim: int):
+    `layers` stride-2 5x5 convs; 2^layers >= H, so the output is 1x1 (a conv on a 1x1 map
+    reads its centre tap only)."""
+
+    def __init__(self, layers: int, latent_dim: int):
         super().__init__()
-        depth = int(math.log2(image_size))  # stride-2 convs down to 1x1
-        widths = MOTION_ENCODER_CHANNELS[:depth - 1]
+        last = MOTION_ENCODER_CHANNELS[-1]
+        widths = (MOTION_ENCODER_CHANNELS + (last,) * layers)[:layers - 1]
         layers, cin = [], 2
         for cout in widths:
             layers.append(_conv(cin, cout, 5, 2))
@@ -114,13 +118,11 @@ class MotionDecoder(nn.Module):
     computation in one grouped conv per layer. The stack runs at 1/s of the image side
     (`motion_scale`) and its output is upsampled bilinearly to the image.
 
-    The stack is made odd: out(x) = net(x) - net(-x). A motion then changes sign with its
-    kernel (one latent dimension moves a part both ways) and no input means no motion; with
-    PSD's plain stack the LeakyReLUs pass one sign only, and a part's motion took two
-    dimensions, one per direction (docs/baselines/psd.md).
+    With `odd` (not PSD's) the stack runs as out(x) = net(x) - net(-x): a motion then
+    changes sign with its kernel and no input means no motion (docs/baselines/psd.md).
     """
 
-    def __init__(self, latent_dim: int, kernels: tuple[int, ...]):
+    def __init__(self, latent_dim: int, kernels: tuple[int, ...], odd: bool = False):
         super().__init__()
         d = latent_dim
         layers = []
@@ -129,14 +131,15 @@ class MotionDecoder(nn.Module):
             cin, groups = (d, d) if i == 0 else (2 * d, 2 * d)
             layers.append(_conv(cin, 2 * d, k, groups=groups, norm=not last))
         self.net = nn.Sequential(*layers)
-        self.latent_dim = latent_dim
+        self.latent_dim, self.odd = latent_dim, odd
 
     def forward(self, x: torch.Tensor, size: int) -> torch.Tensor:
         b = x.shape[0]
-        both = torch.cat([x, -x])  # (2B, D, H/s, W/s)
+        both = torch.cat([x, -x]) if self.odd else x  # (2B or B, D, H/s, W/s)
         # Depthwise convs on CPU are several times faster in channels-last layout.
-        out = self.net(both.contiguous(memory_format=torch.channels_last))  # (2B, 2 D, ., .)
-        out = out[:b] - out[b:]  # (B, 2 D, H/s, W/s)
+        out = self.net(both.contiguous(memory_format=torch.channels_last))  # (., 2 D, ., .)
+        if self.odd:
+            out = out[:b] - out[b:]  # (B, 2 D, H/s, W/s)
         if out.shape[-1] != size:
             out = F.interpolate(out, size=(size, size), mode="bilinear", align_corners=False)
         out = out.reshape(b, self.latent_dim, 2, size, size)  # (B, D, 2, H, W)
@@ -191,16 +194,16 @@ class ImageDecoder(nn.Module):
     """Frame 0 and the (detached) flow -> frame 1: a UNet down to 1x1 (PSD's, after
     pix2pix), whose tanh output is added to frame 0."""
 
-    def __init__(self, image_size: int, width: int):
+    def __init__(self, image_size: int, width: int, down_bias: bool = False):
         super().__init__()
-        levels = int(math.log2(image_size))
+        levels = int(math.log2(image_size))  # PSD: 7 at 128 px
         ch = [min(width * 2 ** i, width * 8) for i in range(levels)]
         self.downs, self.ups = nn.ModuleList(), nn.ModuleList()
         cin = 5
         for i in range(levels):
             inner = i == levels - 1
             layers: list[nn.Module] = [] if i == 0 else [nn.LeakyReLU(0.2, inplace=False)]
-            layers.append(nn.Conv2d(cin, ch[i], 4, 2, 1, bias=i == 0 or inner))
+            layers.append(nn.Conv2d(cin, ch[i], 4, 2, 1, bias=down_bias and (i == 0 or inner)))
             if 0 < i < levels - 1:
                 layers.append(nn.BatchNorm2d(ch[i]))
             self.downs.append(nn.Sequential(*layers))
@@ -224,6 +227,20 @@ class ImageDecoder(nn.Module):
         return image + y  # (B, 3, H, W)
 
 
+def init_weights(model: nn.Module, bn_std: float) -> None:
+    """PSD's `init_weights`: Kaiming-normal conv and linear weights (the kernel decoder's
+    grouped Conv1d stands for its Linear layers), zero biases, batch-norm gains drawn from
+    normal(1, bn_std) and zero shifts; transposed convs keep torch's default, as in PSD."""
+    for m in model.modules():
+        if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            nn.init.normal_(m.weight, 1.0, bn_std) if bn_std > 0 else nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
 @dataclass
 class Outputs:
     """One forward pass. Motions and flow in percent of the image side."""
@@ -245,19 +262,15 @@ class PSD(nn.Module):
         self.config = cfg
         d = cfg.latent_dim
         self.image_encoder = ImageEncoder(d)
-        self.motion_encoder = MotionEncoder(cfg.image_size, d)
+        self.motion_encoder = MotionEncoder(cfg.encoder_layers, d)
         self.kernel_decoder = KernelDecoder(d, cfg.kernel_size, cfg.kernel_hidden)
-        self.motion_decoder = MotionDecoder(d, cfg.motion_kernels)
+        self.motion_decoder = MotionDecoder(d, cfg.motion_kernels, cfg.odd_motion)
         self.structure = StructuralDescriptor(d, cfg.structure_init)
-        self.image_decoder = ImageDecoder(cfg.image_size, cfg.unet_width)
+        self.image_decoder = ImageDecoder(cfg.image_size, cfg.unet_width, cfg.unet_down_bias)
         self.register_buffer("active", torch.zeros(d, dtype=torch.bool))
         for conv_stack in (self.image_encoder, self.motion_decoder):
             conv_stack.to(memory_format=torch.channels_last)  # faster CPU convs, same numbers
-        for m in self.modules():  # PSD's init: Kaiming-normal weights, zero biases
-            if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
-                nn.init.kaiming_normal_(m.weight)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        init_weights(self, cfg.bn_init_std)
 
     @property
     def stage2(self) -> bool:

@@ -1,7 +1,8 @@
 """PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the budget the
-active dimensions are chosen by their posterior KL, the motion encoder is frozen and the
-structure is learned (stage 2). PSD's part of the shared training loop (`trainloop`): its step
-and its stage switch.
+active dimensions are chosen by their posterior KL (only those above `kl_active`; with none,
+stage 1 goes on and the choice is retried), the motion encoder is frozen and the structure is
+learned (stage 2). At the end the probe (baselines.psd.probe) scores the first training pairs.
+PSD's part of the shared training loop (`trainloop`): its step, its stage switch, its finish.
 
 Letters: N pairs, B batch, D latent dimensions, H = W image side.
 """
@@ -17,10 +18,11 @@ from torch import nn
 import trainloop
 from baselines.psd import checkpoint
 from baselines.psd.config import TrainConfig
-from baselines.psd.data import load_train
+from baselines.psd.data import load_train, load_visible
 from baselines.psd.errors import PsdError
 from baselines.psd.losses import LossTerms, kl_per_dim, psd_loss
 from baselines.psd.model import PSD
+from baselines.psd.probe import probe
 
 CKPT_NAME, MODEL_NAME, LOG_NAME = trainloop.CKPT_NAME, trainloop.MODEL_NAME, trainloop.LOG_NAME
 TERMS = ("flow", "kl", "structure", "local", "image")
@@ -30,7 +32,9 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
     """Train on a geogen dataset root (its train split); returns `out/model.pt`."""
     config.validate()
     frames, flow = load_train(data, config.max_pairs)
-    return fit(config, frames, flow, progress=progress, meta={"data": str(data)})
+    visible = load_visible(data, min(config.probe_pairs, len(frames)))
+    return fit(config, frames, flow, progress=progress, meta={"data": str(data)},
+               visible=visible if len(visible) else None)
 
 
 def batch_tensors(frames: torch.Tensor, flow: torch.Tensor, sel: torch.Tensor,
@@ -57,11 +61,11 @@ def dimension_kl(model: PSD, flow: torch.Tensor, device: torch.device,
     return (total / len(flow)).numpy()
 
 
-def choose_active(kl: np.ndarray, threshold: float, minimum: int) -> list[int]:
-    """Dimensions whose mean KL exceeds `threshold`, at least the `minimum` largest, by KL."""
+def choose_active(kl: np.ndarray, threshold: float) -> list[int]:
+    """The dimensions whose mean KL (D,) exceeds `threshold` nats, largest KL first; none other,
+    so a dead dimension is never a part (an empty list when stage 1 has learned nothing)."""
     order = [int(i) for i in np.argsort(-kl, kind="stable")]
-    above = [i for i in order if kl[i] > threshold]
-    return above if len(above) >= minimum else order[:minimum]
+    return [i for i in order if kl[i] > threshold]
 
 
 class PsdTask(trainloop.Task):
@@ -69,8 +73,9 @@ class PsdTask(trainloop.Task):
 
     name, unit, store, extra_fields = "psd", "pairs", checkpoint, ("stage",)
 
-    def __init__(self, cfg: TrainConfig, flow: torch.Tensor):
-        self.config, self.flow = cfg, flow
+    def __init__(self, cfg: TrainConfig, frames: torch.Tensor, flow: torch.Tensor,
+                 visible: np.ndarray | None = None):
+        self.config, self.frames, self.flow, self.visible = cfg, frames, flow, visible
 
     def build(self, device: torch.device) -> PSD:
         self.device, self.model = device, PSD(self.config.model).to(device).train()
@@ -82,16 +87,23 @@ class PsdTask(trainloop.Task):
                                  {"params": list(model.structure.parameters()),
                                   "lr": self.config.structure_lr}])
 
-    def _enter_stage2(self, model: PSD, state: dict[str, Any]) -> None:
+    def _enter_stage2(self, model: PSD, state: dict[str, Any]) -> bool:
+        """Choose the active dimensions; stage 2 starts only if some dimension is live."""
         kl = dimension_kl(model, self.flow[:self.config.active_pairs], self.device)  # (D,)
-        model.set_active(choose_active(kl, self.config.kl_active, self.config.min_active))
-        state["stage2_step"], state["kl"] = state["step"], [round(float(v), 5) for v in kl]
+        state["kl"], state["kl_step"] = [round(float(v), 5) for v in kl], state["step"]
+        active = choose_active(kl, self.config.kl_active)
+        if active:
+            model.set_active(active)
+            state["stage2_step"] = state["step"]
+        return bool(active)
 
     def before_step(self, model: nn.Module, ctx: trainloop.StepContext) -> bool:
         if model.stage2 or ctx.fraction < self.config.stage1_fraction:
             return False
-        self._enter_stage2(model, ctx.state)
-        return True
+        last = ctx.state.get("kl_step")  # a choice that found no live dimension waits
+        if last is not None and ctx.state["step"] - last < self.config.retry_steps:
+            return False
+        return self._enter_stage2(model, ctx.state)
 
     def step(self, loss_fn: nn.Module, rows: tuple[torch.Tensor, ...], gen: torch.Generator,
              ctx: trainloop.StepContext) -> trainloop.loop.Losses:
@@ -109,8 +121,13 @@ class PsdTask(trainloop.Task):
             self._enter_stage2(model, state)
         weights = model.structure.weights(model.active).detach().cpu()
         active = model.active_dims()
-        return {"active_dims": active,
-                "structure": [[round(float(weights[c, j]), 4) for j in active] for c in active]}
+        summary = {"active_dims": active,
+                   "structure": [[round(float(weights[c, j]), 4) for j in active] for c in active]}
+        if self.visible is not None:  # the probe on the first training pairs
+            n = len(self.visible)
+            summary["probe"] = probe(model, self.frames[:n, 0].numpy(),
+                                     self.flow[:n].float().numpy(), self.visible)
+        return summary
 
 
 def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
@@ -122,10 +139,11 @@ def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
 
 
 def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: bool = True,
-        meta: dict[str, Any] | None = None) -> Path:
+        meta: dict[str, Any] | None = None, visible: np.ndarray | None = None) -> Path:
     """Train on in-memory pairs; resumes from `out/checkpoint.pt`; returns `out/model.pt`.
 
-    frames (N, 2, H, W, 3) uint8, flow (N, H, W, 2) pixels frame 0 -> 1 (any float dtype).
+    frames (N, 2, H, W, 3) uint8, flow (N, H, W, 2) pixels frame 0 -> 1 (any float dtype);
+    visible (n, H, W) the part labels of frame 0 of the first n pairs, for the probe.
     """
     cfg = config
     cfg.validate()
@@ -135,7 +153,11 @@ def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: 
                        f"{frames.dtype}{list(frames.shape)}")
     if flow.shape != (len(frames), size, size, 2):
         raise PsdError(f"flow must be (N={len(frames)}, {size}, {size}, 2), got {list(flow.shape)}")
+    if visible is not None and (visible.shape[1:] != (size, size) or len(visible) > len(frames)):
+        raise PsdError(f"visible must be (n <= {len(frames)}, {size}, {size}), got "
+                       f"{list(visible.shape)}")
     frames_t, flow_t = torch.from_numpy(frames), torch.from_numpy(flow)
     with trainloop.errors_as(PsdError):
-        return trainloop.fit(PsdTask(cfg, flow_t), loop_config(cfg), (frames_t, flow_t),
+        return trainloop.fit(PsdTask(cfg, frames_t, flow_t, visible), loop_config(cfg),
+                             (frames_t, flow_t),
                              progress=progress, meta=meta)[1]

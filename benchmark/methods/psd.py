@@ -39,6 +39,7 @@ from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refus
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
 TEST_TIME_INPUT = "frame 0 and the ground-truth flow 0 -> 1 (motion encoder posterior mean)"
+PROBE_PAIRS = 1000  # test pairs the record's probe scores (baselines.psd.probe)
 
 
 @register
@@ -48,7 +49,9 @@ class PsdMethod:
     budgets = {"smoke": "a few seconds (40 steps at 32 px)",
                "quick": "about 22 minutes of training on a 2-core CPU (30 with data and "
                         "evaluation)",
-               "gpu": "about 8 minutes of training on one GPU"}
+               "long": "about 160 minutes of training on one CPU thread (3 hours with "
+                       "evaluation; data made before)",
+               "gpu": "about 15 minutes of training on one GPU"}
     uses_ground_truth = ("flow",)
     amodal = False
     tables = (1,)
@@ -88,6 +91,17 @@ class PsdMethod:
                   "test_time_input": TEST_TIME_INPUT}
         return LoadedModel(model=model, config=config, axes=Axes(),
                            image_size=model.config.image_size, trained_with=trained_with)
+
+    def record_extras(self, loaded: LoadedModel, data_root: Path) -> dict[str, Any]:
+        """The PSD probe on the first test pairs: per-dimension KL, the part each active
+        dimension moves and its mask IoU, the structure by parts; and the probe the training
+        run wrote on its training pairs, when its checkpoint has one."""
+        from baselines.psd.probe import probe
+        from benchmark.datasets import read_checked
+        test = read_checked(data_root, "test", ("frames", "flow", "visible"), PROBE_PAIRS)
+        found = probe(loaded.model, test["frames"][:, 0], test["flow"][:, 0], test["visible"][:, 0])
+        meta = (loaded.trained_with or {}).get("meta") or {}
+        return {"psd_probe": {"test": found, "train": meta.get("probe")}}
 
     def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
                 gt_flow: np.ndarray | None = None) -> Prediction:
