@@ -18,13 +18,9 @@ import re
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-
-FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")  # what decides torch's CPU kernels
-ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")  # set, they restrict the kernels
 
 
 @dataclass(frozen=True)
@@ -59,25 +55,6 @@ def cpu_slug(name: str) -> str:
     """'Intel(R) Xeon(R) Processor' -> 'intel-xeon': a record name, one per kind of CPU."""
     words = re.sub(r"\(r\)|\(tm\)|processor|cpu", " ", name.lower())
     return "-".join(re.findall(r"[a-z0-9]+", words)[:3]) or "cpu"
-
-
-def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool]:
-    """Which of FLAGS the CPU reports (/proc/cpuinfo's first flags line)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            cpuinfo = ""
-    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
-    have = set(line.split(":", 1)[-1].split())
-    return {f: f in have for f in FLAGS}
-
-
-def isa_info() -> dict[str, Any]:
-    """The kernels torch picks here: its CPU capability, and the variables that restrict it."""
-    import torch
-    return {"torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            **{name: os.environ.get(name) for name in ISA_ENV}}
 
 
 def synthetic_pairs(n: int, size: int, seed: int = 0) -> np.ndarray:
@@ -330,8 +307,7 @@ def bench(methods: tuple[str, ...], profile: str = "quick", steps: int = 10,
     machine = machine_info("cpu")
     return {"command": None, "git_commit": git_state()["commit"], "profile": profile,
             "flowcaps_changes": changes, "steps_timed": steps,
-            "machine": {**machine, "cpu_flags": cpu_flags(), **isa_info(),
-                        "cpu_native_bf16": cpu_has_native_bf16()},
+            "machine": {**machine, "cpu_native_bf16": cpu_has_native_bf16()},
             "matmul_peak_gflop_per_s": {str(t): round(p, 1) for t, p in peaks.items()},
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
             "rows": rows, "wall_s": round(time.time() - started, 1),

@@ -4,15 +4,15 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from benchmark import bench
+from benchmark import bench, records
 from benchmark.cli import main
 
 
 def test_cpu_flags_are_read_as_whole_words():
     info = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512fp16 amx_bf16\n"
-    assert bench.cpu_flags(info) == {"avx2": True, "avx512f": False, "avx512_bf16": False,
-                                     "amx_bf16": True}
-    assert bench.cpu_flags("") == dict.fromkeys(bench.FLAGS, False)
+    assert records.cpu_flags(info) == {"avx2": True, "avx512f": False, "avx512_bf16": False,
+                                       "amx_bf16": True}
+    assert records.cpu_flags("") == dict.fromkeys(records.CPU_FLAGS, False)
 
 
 def test_cpu_slug():
@@ -48,7 +48,7 @@ def test_smoke_bench_record(tmp_path):
                                     "flowcaps", "--method", "flowscae", "--out", str(out)])
     assert res.exit_code == 0, res.output
     rec = json.loads(out.read_text())
-    assert set(rec["machine"]["cpu_flags"]) == set(bench.FLAGS)
+    assert set(rec["machine"]["cpu_flags"]) == set(records.CPU_FLAGS)
     assert {"torch_cpu_capability", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"} <= set(rec["machine"])
     assert [r["method"] for r in rec["rows"]] == ["flowcaps", "flowscae"]
     caps, ocae = rec["rows"]
