@@ -152,18 +152,23 @@ def time_steps(sub: Subject, steps: int, warmup: int = 3) -> dict[str, float]:
     torch.set_num_threads(sub.threads)
     torch.set_flush_denormal(True)
     keep_freed_memory()  # as the shared loop's processes run
-    step = _Step(sub)
+    med, warm_s = median_step(_Step(sub), steps, warmup)
+    return {"rows_per_s": len(sub.rows[0]) / med, "step_ms": 1000 * med, "warmup_s": warm_s}
+
+
+def median_step(fn: Callable[[], None], steps: int, warmup: int = 3) -> tuple[float, float]:
+    """The median seconds of `steps` calls of `fn` after `warmup` calls, and the warm-up's
+    seconds (where a compiled step compiles)."""
     t0 = time.perf_counter()
     for _ in range(warmup):
-        step()
+        fn()
     warm_s = time.perf_counter() - t0
     times = []
     for _ in range(steps):
         t = time.perf_counter()
-        step()
+        fn()
         times.append(time.perf_counter() - t)
-    med = statistics.median(times)
-    return {"rows_per_s": len(sub.rows[0]) / med, "step_ms": 1000 * med, "warmup_s": warm_s}
+    return statistics.median(times), warm_s
 
 
 def bench_row(sub: Subject, steps: int, peaks: dict[int, float],

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import click
 import torch
 
-from benchmark.bench import cpu_slug, synthetic_pairs
+from benchmark.bench import cpu_slug, median_step, synthetic_pairs
 from benchmark.records import git_state, machine_info
 from flowcaps import PROFILES, TrainConfig, kernel_cache
 from trainloop.allocator import keep_freed_memory
@@ -54,16 +53,7 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool
         opt.step()
 
     fn = kernel_cache.compiled(step) if cfg.compile else step
-    t0 = time.perf_counter()
-    for _ in range(warmup):
-        fn()
-    warm_s = time.perf_counter() - t0
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    med = statistics.median(times)
+    med, warm_s = median_step(fn, steps, warmup)
     return {"pairs_per_s": round(cfg.batch_size / med, 1), "step_ms": round(1000 * med, 1),
             "warmup_s": round(warm_s, 1)}
 
