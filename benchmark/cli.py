@@ -257,6 +257,40 @@ def publish_cmd(record, dest, force):
                f"{out['record']} now names it")
 
 
+@main.command("bench", epilog=_example("flowbench bench --method flowcaps --steps 20"))
+@click.option("--method", "methods", multiple=True,
+              help="a method to bench (repeatable) [default: flowcaps, psd, rnem, scae, flowscae]")
+@click.option("--profile", type=click.Choice(["quick", "smoke"]), default="quick",
+              show_default=True, help="each method's profile (smoke: the tests' tiny models)")
+@click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True,
+              help="timed steps per row, after 3 warm-up steps")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="a FlowCapsules setting changed from the profile, as `flowcaps train --set`")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="record to write [default: results/bench/<cpu>.json, e.g. intel-xeon]")
+@_friendly
+def bench_cmd(methods, profile, steps, sets, out):
+    """FLOPs per training pair (forward and backward), pairs/s and the fraction of the CPU's
+    float32 matmul peak reached, per method, with the CPU and its kernel flags named."""
+    from benchmark import bench
+    from benchmark.records import command_line, machine_info, write_json_atomic
+    from flowcaps.cli import parse_set
+    from flowcaps.errors import FlowcapsError
+    methods = methods or tuple(bench.SUBJECTS)
+    unknown = [m for m in methods if m not in bench.SUBJECTS]
+    if unknown:
+        raise BenchmarkError(f"no bench for {', '.join(unknown)}; choose from "
+                             f"{', '.join(bench.SUBJECTS)}")
+    try:
+        changes = parse_set(sets)
+        record = bench.bench(methods, profile, steps, changes, echo=click.echo)
+    except FlowcapsError as err:
+        raise BenchmarkError(str(err)) from None
+    record["command"] = command_line()
+    out = out or Path("results/bench") / f"{bench.cpu_slug(machine_info('cpu')['cpu'])}.json"
+    click.echo(f"wrote {write_json_atomic(out, record)}")
+
+
 @main.command("list", epilog=_example("flowbench list"))
 @_friendly
 def list_cmd():

@@ -91,8 +91,25 @@ def git_state(root: Path | None = None) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")  # what decides torch's CPU kernels
+ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")  # set, they restrict torch's kernels
+
+
+def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool]:
+    """Which of CPU_FLAGS the CPU reports (/proc/cpuinfo's first flags line)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
+    have = set(line.split(":", 1)[-1].split())
+    return {f: f in have for f in CPU_FLAGS}
+
+
 def machine_info(device: str) -> dict[str, Any]:
-    """CPU model, thread counts, GPU name (if torch sees one) and the device used."""
+    """CPU model and flags, the variables that restrict torch's CPU kernels and the kernels it
+    picked, thread counts, GPU name (if torch sees one) and the device used."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -101,11 +118,14 @@ def machine_info(device: str) -> dict[str, Any]:
                 break
     except OSError:
         pass
-    info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "platform": platform.platform(),
-                            "python": platform.python_version(), "device": device, "gpu": None}
+    info: dict[str, Any] = {"cpu": cpu, "cpu_flags": cpu_flags(), "cpu_count": os.cpu_count(),
+                            "platform": platform.platform(), "python": platform.python_version(),
+                            "device": device, "gpu": None,
+                            **{name: os.environ.get(name) for name in ISA_ENV}}
     if "torch" in sys.modules:  # only report what the run itself loaded
         torch = sys.modules["torch"]
         info["torch"] = torch.__version__
+        info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         info["torch_threads"] = torch.get_num_threads()
         if torch.cuda.is_available():
             info["gpu"] = torch.cuda.get_device_name(0)

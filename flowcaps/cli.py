@@ -17,7 +17,7 @@ from flowcaps.profiles import MIX_WITH, PROFILES, for_data
 from flowcaps.trainer import train as run_train
 
 
-def _parse_set(items: tuple[str, ...]) -> dict:
+def parse_set(items: tuple[str, ...]) -> dict:
     """`--set key=value` pairs; values are JSON (numbers, true/false, null, lists), or the text
     itself for a string field. `model.key=value` changes a ModelConfig field."""
     changes: dict = {}
@@ -121,7 +121,7 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
                  "lr": lr, "max_minutes": max_minutes, "max_pairs": max_pairs, "seed": seed,
                  "mix_data": mix_data, "init": init}
         changes = {k: v for k, v in flags.items() if v is not None}
-        changes.update(_parse_set(sets))
+        changes.update(parse_set(sets))
         cfg = (_profile_config(data, profile or "quick", changes) if config_file is None
                else _read_config(config_file).replace(**changes))
         path = run_train(cfg, data, progress=not quiet)

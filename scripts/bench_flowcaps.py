@@ -7,6 +7,7 @@ taking the median step time. Levers at 64 px, each changed alone: bf16, torch.co
 sampling (points=0 evaluates the full grid), the split first decoder layer, both directions,
 the blur pyramid, the allocator thresholds, threads against processes. Writes
 results/bench/flowcaps-<cpu>.json (ten to twenty minutes: each compiled row compiles afresh).
+FLOPs per pair, every method and the fraction of the matmul peak: `flowbench bench`.
 
     .venv/bin/python scripts/bench_flowcaps.py [--steps 10] [--out PATH]
 """
@@ -15,16 +16,14 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import re
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import click
-import numpy as np
 import torch
 
+from benchmark.bench import cpu_slug, median_step, synthetic_pairs
 from benchmark.records import git_state, machine_info
 from flowcaps import PROFILES, TrainConfig, kernel_cache
 from trainloop.allocator import keep_freed_memory
@@ -32,21 +31,6 @@ from flowcaps.losses import pair_loss
 from flowcaps.model import FlowCapsules
 from flowcaps.precision import cpu_has_native_bf16, resolve_bf16
 from flowcaps.trainer import to_images
-
-
-def synthetic_pairs(n: int, size: int, seed: int = 0) -> torch.Tensor:
-    """Flat squares moving a few pixels on flat backgrounds: (N, 2, H, W, 3) uint8."""
-    rng = np.random.default_rng(seed)
-    out = np.empty((n, 2, size, size, 3), np.uint8)
-    side = size // 4
-    for i in range(n):
-        out[i] = rng.integers(181, 256, 3)
-        x, y = rng.integers(side, size - 2 * side, 2)
-        dx, dy = rng.integers(-size // 10, size // 10 + 1, 2)
-        col = rng.integers(0, 75, 3)
-        out[i, 0, y:y + side, x:x + side] = col
-        out[i, 1, y + dy:y + dy + side, x + dx:x + dx + side] = col
-    return torch.from_numpy(out)
 
 
 def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool = True) -> dict:
@@ -58,7 +42,7 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool
         keep_freed_memory()
     model = FlowCapsules(cfg.model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    pairs = synthetic_pairs(cfg.batch_size, cfg.model.image_size)
+    pairs = torch.from_numpy(synthetic_pairs(cfg.batch_size, cfg.model.image_size))
     img0, img1 = to_images(pairs, torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
 
@@ -69,24 +53,9 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool
         opt.step()
 
     fn = kernel_cache.compiled(step) if cfg.compile else step
-    t0 = time.perf_counter()
-    for _ in range(warmup):
-        fn()
-    warm_s = time.perf_counter() - t0
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    med = statistics.median(times)
+    med, warm_s = median_step(fn, steps, warmup)
     return {"pairs_per_s": round(cfg.batch_size / med, 1), "step_ms": round(1000 * med, 1),
             "warmup_s": round(warm_s, 1)}
-
-
-def cpu_slug(name: str) -> str:
-    """'AMD EPYC' -> 'amd-epyc': the default record name, one per kind of CPU."""
-    words = re.sub(r"\(r\)|\(tm\)|processor|cpu", " ", name.lower())
-    return "-".join(re.findall(r"[a-z0-9]+", words)[:3]) or "cpu"
 
 
 @click.command()

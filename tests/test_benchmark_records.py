@@ -32,6 +32,9 @@ def test_record_round_trip_place_and_contents(tmp_path):
     for key in ("git", "machine", "wall_s", "command", "started_at", "finished_at", "data"):
         assert key in back
     assert back["machine"]["cpu"] and back["machine"]["cpu_count"] >= 1
+    # the flags that decide torch's CPU kernels, and what restricts them
+    assert set(back["machine"]["cpu_flags"]) == set(records.CPU_FLAGS)
+    assert set(records.ISA_ENV) <= set(back["machine"])
     assert (back["uses_ground_truth"], back["amodal"], back["partial"]) == ([], True, False)
 
 

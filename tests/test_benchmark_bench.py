@@ -1,0 +1,70 @@
+"""`flowbench bench`: FLOPs per row counted per module, the CPU's flags, the record it writes."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from benchmark import bench, records
+from benchmark.cli import main
+
+
+def test_cpu_flags_are_read_as_whole_words():
+    info = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512fp16 amx_bf16\n"
+    assert records.cpu_flags(info) == {"avx2": True, "avx512f": False, "avx512_bf16": False,
+                                       "amx_bf16": True}
+    assert records.cpu_flags("") == dict.fromkeys(records.CPU_FLAGS, False)
+
+
+def test_cpu_slug():
+    assert bench.cpu_slug("Intel(R) Xeon(R) Processor") == "intel-xeon"
+    assert bench.cpu_slug("AMD EPYC 7B13 64-Core Processor") == "amd-epyc-7b13"
+
+
+def _conv_flops(c_in, c_out, side, images):
+    """Forward FLOPs of a 3x3 conv giving `side` x `side` outputs: 2 per multiply-add."""
+    return 2 * 9 * c_in * c_out * side * side * images
+
+
+@pytest.mark.parametrize("stem", ["pool", "strided", "space_to_depth"])
+def test_flops_per_module_follow_the_encoder_stem(stem):
+    """The smoke model (32 px, convs 16, 16, 32, 32) on both frames of 16 pairs: the counter
+    gives each conv the FLOPs of its side, and a stem runs the first two at half side."""
+    sub = bench.SUBJECTS["flowcaps"]("smoke", model={"enc_stem": stem})
+    total, per = bench.count_flops(sub)
+    images = 2 * len(sub.rows[0])
+    half = 1 if stem == "pool" else 2
+    c0_in = 12 if stem == "space_to_depth" else 3
+    want = {0: _conv_flops(c0_in, 16, 32 // half, images), 1: _conv_flops(16, 16, 16 // half, images),
+            2: _conv_flops(16, 32, 8, images), 3: _conv_flops(32, 32, 4, images)}
+    for i, flops in want.items():
+        assert per[f"_LossModule.model.encoder.convs.{i}"] == flops
+    forward = per["_LossModule"]
+    assert 2 * forward < total < 3 * forward  # backward: twice the forward, less layer 0's
+
+
+def test_smoke_bench_record(tmp_path):
+    out = tmp_path / "bench.json"
+    res = CliRunner().invoke(main, ["bench", "--profile", "smoke", "--steps", "1", "--method",
+                                    "flowcaps", "--method", "flowscae", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rec = json.loads(out.read_text())
+    assert set(rec["machine"]["cpu_flags"]) == set(records.CPU_FLAGS)
+    assert {"torch_cpu_capability", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"} <= set(rec["machine"])
+    assert [r["method"] for r in rec["rows"]] == ["flowcaps", "flowscae"]
+    caps, ocae = rec["rows"]
+    assert "as_trained" in caps and "as_trained" not in ocae
+    assert caps["unit"] == "pairs" and caps["mflop_per_row"] > ocae["mflop_per_row"] > 0
+    peak = rec["matmul_peak_gflop_per_s"][str(caps["threads"])]
+    eager = caps["eager"]
+    assert eager["fraction_of_peak"] == pytest.approx(
+        caps["mflop_per_row"] * eager["rows_per_s"] / 1e3 / peak, rel=0.05)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "nope"], "no bench for nope"),
+    (["--set", "model.enc_stem=wide"], "enc_stem must be one of"),
+])
+def test_bad_input_is_one_line(args, message):
+    res = CliRunner().invoke(main, ["bench", "--profile", "smoke", *args])
+    assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
