@@ -22,6 +22,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from scipy.ndimage import map_coordinates
 
+from benchmark.errors import BenchmarkError
 from benchmark.records import public_mode
 from benchmark.registry import Method, Prediction
 from geogen.flowviz import flow_key, flow_to_rgb
@@ -109,15 +110,21 @@ def qualitative_figure(method: Method, model, frames: np.ndarray, flows: np.ndar
 
 
 def save_png(image: Image.Image, path: Path) -> Path:
-    """Save to a temporary name beside `path`, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
+    """Save to a temporary name beside `path`, then rename; a failure (a full disk) leaves no
+    temporary file and is one line."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        os.close(fd)
+    except OSError as err:
+        raise BenchmarkError(f"cannot write {path}: {err.strerror or err}") from None
     try:
         image.save(tmp, format="PNG")
         os.chmod(tmp, public_mode())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise BenchmarkError(f"cannot write {path}: {err.strerror or err}") from None
         raise
     return path

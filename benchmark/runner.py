@@ -26,8 +26,8 @@ from benchmark import datasets, records
 from benchmark.errors import BenchmarkError
 from benchmark.evaluate import evaluate
 from benchmark.paper_tables import ablation_rows, ablation_variant
-from benchmark.profiles import (DATA_SEED, dataset_folder, default_data_root, eval_data_root,
-                                get_profile)
+from benchmark.profiles import (DATA_SEED, PROFILES, dataset_folder, default_data_root,
+                                eval_data_root, get_profile)
 from benchmark.registry import Axes, Method, TrainSpec, check_profile, get_method
 
 
@@ -121,6 +121,8 @@ def plan(req: RunRequest) -> Plan:
     if req.test_limit is not None and req.test_limit < 1:
         raise BenchmarkError(f"--test-limit must be a positive number of test pairs, got "
                              f"{req.test_limit}")
+    _check_device(req)
+    _check_outputs(req)
     if req.checkpoint is not None:
         if len(req.seeds) > 1:
             raise BenchmarkError("--checkpoint evaluates one model: give a single seed")
@@ -140,6 +142,31 @@ def plan(req: RunRequest) -> Plan:
         raise BenchmarkError(f"record {targets[0]} exists; --force replaces it (or pass "
                              f"another --results folder)")
     return Plan(req, method, eval_data, train_data, partial, targets, extra)
+
+
+def _check_outputs(req: RunRequest) -> None:
+    """The record tree and (for a training run) the run folders: writable, before any work."""
+    from geogen.outpath import check_output_folder
+    check_output_folder(req.results, "--results")
+    if req.checkpoint is None:
+        check_output_folder(req.runs, "--runs")
+
+
+def _check_device(req: RunRequest) -> None:
+    """A device this machine has; a GPU profile's training on a CPU only when asked by name
+    (`--device cpu`), before its data (111k pairs) is made."""
+    import torch
+    if torch.cuda.is_available():
+        return
+    if req.device == "cuda":
+        raise BenchmarkError("--device cuda: this machine has no CUDA device that torch can use; "
+                             "pass --device cpu (or auto)")
+    profile = get_profile(req.profile)
+    if profile.gpu and req.checkpoint is None and req.device == "auto":
+        cpu = ", ".join(n for n, p in PROFILES.items() if not p.gpu and not p.hidden)
+        raise BenchmarkError(f"the {req.profile} profile trains on a GPU and this machine has "
+                             f"none: pass --device cpu to train it on the CPU anyway (many times "
+                             f"slower), or a CPU profile ({cpu})")
 
 
 def _extra_folders(req: RunRequest, method: Method) -> tuple[tuple[str, Folder], ...]:

@@ -64,6 +64,8 @@ def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Pa
          pairs: int, start: int, echo=print) -> Path:
     """Draw `pairs` test pairs from `start` and write the PNG; returns its path."""
     from benchmark.figures import qualitative_figure, save_png
+    from geogen.outpath import check_output_file
+    check_output_file(output, "-o")  # before any model is loaded or data made
     if not source.is_file():
         raise BenchmarkError(f"{source} does not exist")
     if data is not None and not (Path(data) / "manifest.json").is_file():

@@ -101,9 +101,12 @@ def main() -> None:
               help="any TrainConfig field, or model.FIELD for the model (repeatable)")
 @click.option("--config", "config_file", type=click.Path(), default=None,
               help="a TrainConfig JSON file to start from, instead of a --profile")
+@click.option("--force", is_flag=True,
+              help="train afresh: remove the run's files in --out (its checkpoint, log and "
+                   "model) instead of resuming")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed,
-          mix_data, init, sets, config_file, quiet) -> None:
+          mix_data, init, sets, config_file, force, quiet) -> None:
     """Train on the DATA geogen dataset; resumes when --out holds a checkpoint.
 
     Settings come from --profile (with what DATA's variant changes, as `flowbench run` trains
@@ -121,7 +124,7 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
         changes.update(_parse_set(sets))
         cfg = (_profile_config(data, profile or "quick", changes) if config_file is None
                else _read_config(config_file).replace(**changes))
-        path = run_train(cfg, data, progress=not quiet)
+        path = run_train(cfg, data, progress=not quiet, force=force)
     except TrainingInterrupted as err:
         if "WORLD_SIZE" in os.environ:  # a rank of flowcaps.launch, which reports it: exit 0
             sys.exit(0)                     # so that torchrun ends without an error report

@@ -30,7 +30,12 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
     """Train on a geogen dataset root (its train split); returns `out/model.pt`."""
     config.validate()
     frames, flow = load_train(data, config.max_pairs)
-    return fit(config, frames, flow, progress=progress, meta={"data": str(data)})
+    return fit(config, frames, flow, progress=progress, meta=_data_meta(data))
+
+
+def _data_meta(data: str | Path) -> dict[str, Any]:
+    with trainloop.errors_as(PsdError):
+        return trainloop.data_meta(data)
 
 
 def batch_tensors(frames: torch.Tensor, flow: torch.Tensor, sel: torch.Tensor,

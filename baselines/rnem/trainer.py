@@ -110,7 +110,12 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
     """Train from a geogen dataset root; returns the exported model (`out/model.pt`)."""
     config.validate()
     clips = load_clips(data, config)
-    return fit(config, clips, progress=progress, meta={"data": str(data)})
+    return fit(config, clips, progress=progress, meta=_data_meta(data))
+
+
+def _data_meta(data: str | Path) -> dict[str, Any]:
+    with trainloop.errors_as(RnemError):
+        return trainloop.data_meta(data)
 
 
 def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:

@@ -1,0 +1,155 @@
+"""Faults of training runs (issue 52): a run folder of other data, a full disk during a
+checkpoint save, a failure inside torchrun's ranks, a budget too small to train, a device this
+machine lacks. Each ends in one line and a non-zero exit, or in a correct run."""
+import errno
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import trainloop
+from flowcaps import FlowCapsules, TrainConfig, checkpoint, launch
+from flowcaps.cli import main
+
+from test_flowcaps_train import tiny_config
+
+
+@pytest.fixture(scope="module")
+def other_geo(tmp_path_factory):
+    """A second tiny Geo set (another seed): other data of the same kind as tiny_geo."""
+    from geogen.make import MakeConfig, make_dataset
+    out = tmp_path_factory.mktemp("other") / "geo"
+    return make_dataset(MakeConfig(variant="geo", n=16, val=2, test=4, size=32, seed=1,
+                                   out=str(out), workers=1, shard_size=1000), progress=False)
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """flowcaps.launch.launch replaced by a recorder: the checks before the ranks, alone."""
+    calls = []
+
+    def launch_(cfg, data, ranks, progress):
+        calls.append(data)
+        return cfg.out + "/model.pt"
+    monkeypatch.setattr(launch, "launch", launch_)
+    return calls
+
+
+def _one_line(res, code=1):
+    assert res.exit_code == code, res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output, res.output
+    return res.output
+
+
+def test_a_run_folder_of_other_data_is_refused_unless_forced(tiny_geo, other_geo, tmp_path,
+                                                             launched):
+    cfg = tiny_config(tmp_path / "run", cpu_ranks=2)
+    spec = tmp_path / "two.json"
+    spec.write_text(cfg.to_json())
+    saved = launch.per_rank_config(cfg, 2)
+    torch.manual_seed(0)
+    checkpoint.save(tmp_path / "run" / "checkpoint.pt", saved, FlowCapsules(saved.model),
+                    progress={"step": 3, "train_seconds": 1.0, "pairs": 24},
+                    meta=trainloop.data_meta(tiny_geo))
+    res = CliRunner().invoke(main, ["train", str(other_geo), "--config", str(spec)])
+    out = _one_line(res)
+    assert f"trained on other data: {tiny_geo} (manifest" in out and f"not {other_geo}" in out
+    assert "--force" in out and not launched
+    # the same data resumes; --force removes the run's files and trains afresh
+    assert CliRunner().invoke(main, ["train", str(tiny_geo), "--config", str(spec)]).exit_code == 0
+    (tmp_path / "run" / "mine.txt").write_text("kept")
+    res = CliRunner().invoke(main, ["train", str(other_geo), "--config", str(spec), "--force"])
+    assert res.exit_code == 0, res.output
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+    assert (tmp_path / "run" / "mine.txt").read_text() == "kept"
+    assert launched == [str(tiny_geo), str(other_geo)]
+
+
+def test_a_full_disk_during_a_checkpoint_save_keeps_the_last_good_one(tiny_geo, tmp_path,
+                                                                      monkeypatch):
+    """The third save finds the disk full after writing part of its file: one line, the save
+    before it intact on disk, no .tmp left."""
+    real, calls = torch.save, {"n": 0}
+
+    def save(obj, f, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            with open(f, "wb") as fh:
+                fh.write(b"\0" * 4096)  # what fitted before the disk filled up
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(obj, f, *args, **kwargs)
+    monkeypatch.setattr(torch, "save", save)
+    spec = tmp_path / "one.json"
+    spec.write_text(tiny_config(tmp_path / "run", cpu_ranks=1, epochs=3).to_json())
+    res = CliRunner().invoke(main, ["train", str(tiny_geo), "--config", str(spec), "--quiet"])
+    out = _one_line(res)
+    run = tmp_path / "run"
+    assert "No space left on device" in out and f"last good checkpoint kept at {run}" in out
+    assert sorted(p.name for p in run.iterdir() if p.name.endswith(".tmp")) == []
+    kept = checkpoint.read(run / "checkpoint.pt")  # whole: it loads
+    assert json.loads(kept["progress"])["step"] == 2 and not (run / "model.pt").exists()
+
+
+@pytest.mark.parametrize("out, message", [
+    ("/proc/run", "--out /proc/run cannot be written"),
+    ("{tmp}/file/run", "lies under"),
+])
+def test_flowcaps_train_checks_out_before_the_ranks_start(tiny_geo, tmp_path, launched, out,
+                                                          message):
+    (tmp_path / "file").write_text("")
+    spec = tmp_path / "two.json"
+    spec.write_text(tiny_config(tmp_path / "run", cpu_ranks=2).to_json())
+    res = CliRunner().invoke(main, ["train", str(tiny_geo), "--config", str(spec),
+                                    "--out", out.format(tmp=tmp_path)])
+    assert message in _one_line(res) and not launched
+
+
+def test_flowcaps_train_on_a_read_only_mount(tiny_geo, tmp_path, launched, monkeypatch):
+    from geogen import outpath
+
+    def refuse(path):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(outpath, "_create", refuse)
+    spec = tmp_path / "two.json"
+    spec.write_text(tiny_config(tmp_path / "run", cpu_ranks=2).to_json())
+    res = CliRunner().invoke(main, ["train", str(tiny_geo), "--config", str(spec)])
+    assert "cannot be written: Read-only file system" in _one_line(res) and not launched
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def test_cuda_on_a_cpu_only_machine_is_refused(tiny_geo, tmp_path, monkeypatch, no_cuda,
+                                               launched):
+    from benchmark.cli import main as flowbench
+    spec = tmp_path / "two.json"
+    spec.write_text(tiny_config(tmp_path / "run", cpu_ranks=2).to_json())
+    res = CliRunner().invoke(main, ["train", str(tiny_geo), "--config", str(spec),
+                                    "--device", "cuda"])
+    assert "no CUDA device is available" in _one_line(res) and not launched
+    monkeypatch.chdir(tmp_path)
+    ckpt = tmp_path / "model.pt"
+    ckpt.write_bytes(b"")
+    for args in (["--checkpoint", str(ckpt)], []):
+        res = CliRunner().invoke(flowbench, ["run", "flowcaps", "--device", "cuda", *args])
+        assert "--device cuda: this machine has no CUDA device" in _one_line(res)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_gpu_profile_on_a_cpu_only_machine_is_refused_before_its_data(tmp_path, monkeypatch,
+                                                                       no_cuda):
+    from benchmark import runner
+    from benchmark.cli import main as flowbench
+    monkeypatch.chdir(tmp_path)
+    for profile in ("gpu", "paper"):
+        res = CliRunner().invoke(flowbench, ["run", "flowcaps", "--profile", profile])
+        out = _one_line(res)
+        assert f"the {profile} profile trains on a GPU and this machine has none" in out
+        assert "--device cpu" in out and "quick, long" in out
+    assert not any(tmp_path.iterdir())  # no data made
+    # asked for by name (--device cpu), it is planned: its data is made when it runs
+    p = runner.plan(runner.RunRequest(method="flowcaps", profile="gpu", device="cpu"))
+    assert p.train_data is not None and not p.train_data.root.exists()
