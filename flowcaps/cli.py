@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from flowcaps import checkpoint
+from flowcaps import checkpoint, launch
 from trainloop import ddp
 from flowcaps.config import ModelConfig, TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
@@ -131,6 +131,8 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
         click.echo(f"Error: {err}", err=True)
         sys.exit(INTERRUPTED)
     except FlowcapsError as err:
+        if launch.report_to_parent(str(err)):  # a rank: the launcher prints it, once
+            sys.exit(1)
         raise click.ClickException(str(err)) from None
     finally:
         _leave_process_group()

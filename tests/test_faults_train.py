@@ -153,3 +153,43 @@ def test_a_gpu_profile_on_a_cpu_only_machine_is_refused_before_its_data(tmp_path
     # asked for by name (--device cpu), it is planned: its data is made when it runs
     p = runner.plan(runner.RunRequest(method="flowcaps", profile="gpu", device="cpu"))
     assert p.train_data is not None and not p.train_data.root.exists()
+
+
+def _corrupt_last_chunk(root):
+    """Zero bytes inside the last compressed chunk of the train frames: the shard's headers
+    read, its last rows (rank 1's part of two) do not."""
+    import h5py
+    shard = next((root / "train").glob("shard-*.h5"))
+    with h5py.File(shard) as f:
+        frames = f["frames"].id
+        info = frames.get_chunk_info(frames.get_num_chunks() - 1)
+    data = bytearray(shard.read_bytes())
+    data[info.byte_offset + 50:info.byte_offset + 300] = bytes(250)
+    shard.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("fault", ["nan", "corrupt frames"])
+def test_a_failure_inside_the_ranks_is_one_line_once(tiny_geo, tmp_path, fault):
+    """A loss gone NaN (every rank at one step) or training frames that do not decode (one
+    rank's part; the other waits for it): one line, once, no torchrun traceback, no rank left."""
+    import shutil
+    import subprocess
+    import sys
+    data = tiny_geo
+    if fault == "corrupt frames":
+        data = tmp_path / "bad"
+        shutil.copytree(tiny_geo, data)
+        _corrupt_last_chunk(data)
+    # Adam's steps are about lr long: at 1e30 the weights overflow at the first step.
+    lr = 1e30 if fault == "nan" else 1e-3
+    spec = tmp_path / "two.json"
+    spec.write_text(tiny_config(tmp_path / "run", cpu_ranks=2, epochs=2, lr=lr).to_json())
+    res = subprocess.run([sys.executable, "-m", "flowcaps.cli", "train", str(data), "--config",
+                          str(spec), "--quiet"], capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert len(out.strip().splitlines()) == 1 and out.startswith("Error: "), out
+    expected = ("loss not finite at step 1; stopped, last good checkpoint kept at"
+                if fault == "nan" else f"cannot read train split of {data}")
+    assert expected in out
+    assert not (tmp_path / "run" / launch.RANK_ERROR).exists()
