@@ -193,3 +193,52 @@ def test_a_failure_inside_the_ranks_is_one_line_once(tiny_geo, tmp_path, fault):
                 if fault == "nan" else f"cannot read train split of {data}")
     assert expected in out
     assert not (tmp_path / "run" / launch.RANK_ERROR).exists()
+
+
+def test_run_force_replaces_model_and_record_together(tiny_geo, tmp_path, monkeypatch,
+                                                      register_toy):
+    """`flowbench run --force` stopped during evaluation (or killed outright) leaves the old
+    model and record as they were; finished, both are the new ones."""
+    from dataclasses import replace
+
+    from benchmark import runner, setaside
+    from benchmark.records import file_sha256, read_record
+    toy = register_toy()
+    req = runner.RunRequest(method=toy.name, profile="smoke", data=tiny_geo, device="cpu",
+                            results=tmp_path / "results", runs=tmp_path / "runs")
+    [record] = runner.run(req, progress=False, echo=lambda line: None)
+    run_dir = tmp_path / "runs" / f"{toy.name}_geo_smoke_seed0"
+    model = run_dir / "model.json"
+    old = (record.read_bytes(), model.read_bytes())
+
+    def stopped(*args, **kwargs):
+        model.write_text("a new model, never scored")  # the new training had finished
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m:
+        m.setattr(runner, "evaluate", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(replace(req, force=True), progress=False, echo=lambda line: None)
+    assert (record.read_bytes(), model.read_bytes()) == old
+    leftovers = [p for p in tmp_path.rglob(f"*{setaside.SUFFIX}")]
+    assert leftovers == []
+    # killed outright while the new model trained: the next run puts the old pair back
+    setaside.put_aside(run_dir, record)
+    run_dir.mkdir()
+    (run_dir / "model.json").write_text("half trained")
+    lines = []
+    assert runner.run(req, progress=False, echo=lines.append) == [record]
+    assert "the old ones are back" in lines[0] and "record exists, skipping" in lines[1]
+    assert (record.read_bytes(), model.read_bytes()) == old
+    # finished, the new pair replaces the old one, and the record names its model's bytes
+    monkeypatch.setattr(toy, "train", _toy_train)
+    runner.run(replace(req, force=True), progress=False, echo=lambda line: None)
+    assert json.loads(model.read_text())["retrained"] and record.read_bytes() != old[0]
+    assert read_record(record)["checkpoint_sha256"] == file_sha256(model)
+    assert [p for p in tmp_path.rglob(f"*{setaside.SUFFIX}")] == []
+
+
+def _toy_train(spec):
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    path = spec.run_dir / "model.json"
+    path.write_text('{"size": 32, "retrained": true}')
+    return path
