@@ -137,7 +137,16 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
     finally:
         _leave_process_group()
     if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 reports
-        click.echo(f"model written to {path}")
+        click.echo(f"model written to {path}: {_trained(path)}")
+
+
+def _trained(path) -> str:
+    """What the run trained, from the model's meta: steps, minutes and what stopped it."""
+    meta = checkpoint.meta_of(checkpoint.read(path))
+    limit = {"epochs": "epoch count", "steps": "step count"}.get(meta.get("stop_reason"),
+                                                                  meta.get("stop_reason"))
+    return (f"{meta.get('step')} steps ({meta.get('pairs')} pairs) in "
+            f"{meta.get('train_seconds', 0.0) / 60:.1f} min of training, stopped by its {limit}")
 
 
 def _leave_process_group() -> None:

@@ -164,6 +164,7 @@ class FlowcapsTask(trainloop.Task):
 
     def __init__(self, cfg: TrainConfig, mix_from: int | None = None):
         self.config, self.mix_from = cfg, mix_from
+        self.compiles = cfg.compile
         self.model: FlowCapsules | None = None
         self.bf16 = False
 

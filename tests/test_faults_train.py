@@ -31,7 +31,10 @@ def launched(monkeypatch):
 
     def launch_(cfg, data, ranks, progress):
         calls.append(data)
-        return cfg.out + "/model.pt"
+        torch.manual_seed(0)
+        return checkpoint.save(f"{cfg.out}/model.pt", cfg, FlowCapsules(cfg.model),
+                               meta={"step": 6, "pairs": 48, "train_seconds": 3.0,
+                                     "stop_reason": "epochs"})
     monkeypatch.setattr(launch, "launch", launch_)
     return calls
 
@@ -185,7 +188,7 @@ def test_a_failure_inside_the_ranks_is_one_line_once(tiny_geo, tmp_path, fault):
     spec = tmp_path / "two.json"
     spec.write_text(tiny_config(tmp_path / "run", cpu_ranks=2, epochs=2, lr=lr).to_json())
     res = subprocess.run([sys.executable, "-m", "flowcaps.cli", "train", str(data), "--config",
-                          str(spec), "--quiet"], capture_output=True, text=True, timeout=300)
+                          str(spec), "--quiet"], capture_output=True, text=True, timeout=600)
     out = res.stdout + res.stderr
     assert res.returncode == 1, out
     assert len(out.strip().splitlines()) == 1 and out.startswith("Error: "), out
@@ -242,3 +245,40 @@ def _toy_train(spec):
     path = spec.run_dir / "model.json"
     path.write_text('{"size": 32, "retrained": true}')
     return path
+
+
+def test_a_budget_that_compiling_spends_is_refused_and_the_last_line_counts_steps(
+        tiny_geo, tmp_path, monkeypatch):
+    """A compiled run whose first step outlasts its budget: one line saying so (checkpoint
+    kept), not a model of one step; a run that trains ends in a line counting its steps."""
+    from trainloop import loop
+    clock = {"t": 0.0}
+
+    def monotonic():  # each reading 20 s later: the first step takes longer than 0.3 min
+        clock["t"] += 20.0
+        return clock["t"]
+    spec = tmp_path / "one.json"
+    spec.write_text(tiny_config(tmp_path / "run", cpu_ranks=1, epochs=3, max_minutes=0.3,
+                                compile=True).to_json())
+    # compiles (the flag) without compiling: the clock stands in for the minute it takes
+    monkeypatch.setattr("flowcaps.trainer.FlowcapsTask.loss_module",
+                        lambda self, model, world: _uncompiled_loss(self, model))
+    with monkeypatch.context() as m:
+        m.setattr(loop.time, "monotonic", monotonic)
+        res = CliRunner().invoke(main, ["train", str(tiny_geo), "--config", str(spec), "--quiet"])
+    out = _one_line(res)
+    assert "the time budget (0.3 min) ran out in the first step" in out and "too small" in out
+    assert f"checkpoint kept at {tmp_path / 'run' / 'checkpoint.pt'}" in out
+    assert not (tmp_path / "run" / "model.pt").exists()
+    res = CliRunner().invoke(main, ["train", str(tiny_geo), "--config", str(spec), "--quiet",
+                                    "--out", str(tmp_path / "free"), "--max-minutes", "60",
+                                    "--set", "compile=false"])
+    assert res.exit_code == 0, res.output
+    last = res.output.strip().splitlines()[-1]  # 3 epochs of 48 pairs, 8 a step
+    assert last.startswith(f"model written to {tmp_path / 'free' / 'model.pt'}: 18 steps (144 "
+                           f"pairs) in ") and last.endswith("stopped by its epoch count")
+
+
+def _uncompiled_loss(task, model):
+    from flowcaps.trainer import _LossModule
+    return _LossModule(model, task.config)

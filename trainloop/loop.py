@@ -90,6 +90,9 @@ class Task:
 
     lr = 1e-3  # the default optimiser's learning rate
     config: Any = None  # the method's config (a dataclass): what checkpoints store
+    # The first step compiles (a minute on a CPU): a time budget that it spends is refused, as
+    # a run too small to train, rather than exported as a model of one step.
+    compiles = False
 
     # --- what every method defines ---
     def build(self, device: torch.device) -> nn.Module:
@@ -283,6 +286,13 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
     try:
         while state["step"] < total_steps:
             if state["train_seconds"] >= budget:
+                if state["step"] == 1 and task.compiles:  # compiling spent the whole budget
+                    save_ckpt()
+                    raise LoopError(
+                        f"the time budget ({cfg.max_minutes:g} min) ran out in the first step "
+                        f"({state['train_seconds']:.0f} s, compiling and warming up): too "
+                        f"small to train; stopped at step 1, checkpoint kept at {ckpt_path} "
+                        f"(a budget over {state['train_seconds'] / 60:.1f} min trains on)")
                 stop_reason = "time budget"
                 break
             # Batch norm updates its statistics in the forward pass: an interrupted step puts
