@@ -198,9 +198,13 @@ def table_cmd(fmt, results, profile, output, readme):
     """Print Tables 1-3 from the records: our mean +- std beside the paper's numbers."""
     from benchmark.readme import tables_text, with_block
     from benchmark.records import write_text_atomic
+    from geogen.outpath import check_output_file
     if readme is not None and (output is not None or fmt != "md"):
         raise BenchmarkError("--readme writes markdown into that file: drop --output and "
                              "--format")
+    for path, option in ((output, "-o"), (readme, "--readme")):
+        if path is not None:
+            check_output_file(path, option)  # before any record is read
     default = [COMMITTED] if readme is not None else [COMMITTED, LOCAL]
     text = tables_text(list(results) or default, fmt, profile,
                        warn=lambda line: click.echo(line, err=True))

@@ -27,6 +27,7 @@ from PIL import Image, ImageDraw, ImageFont
 from scipy.ndimage import map_coordinates
 
 from benchmark.metrics import THRESHOLD, SegmentationScore, iou_matrix, slot_masks, visible_masks
+from benchmark.errors import BenchmarkError
 from benchmark.records import public_mode
 from benchmark.registry import Method, Prediction
 from geogen.flowviz import flow_key, flow_to_rgb
@@ -210,17 +211,23 @@ def qualitative_figure(method: Method, model, frames: np.ndarray, flows: np.ndar
 
 def save_image(image: Image.Image, path: Path) -> Path:
     """Save as the type `path`'s extension names (geogen.sheet.image_format, as `geogen show`
-    does), to a temporary name beside it, then rename."""
+    does), to a temporary name beside it, then rename; a failure (a full disk) leaves no
+    temporary file and is one line."""
     from geogen.sheet import image_format
     fmt = image_format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        os.close(fd)
+    except OSError as err:
+        raise BenchmarkError(f"cannot write {path}: {err.strerror or err}") from None
     try:
         image.save(tmp, format=fmt)
         os.chmod(tmp, public_mode())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise BenchmarkError(f"cannot write {path}: {err.strerror or err}") from None
         raise
     return path

@@ -27,6 +27,7 @@ class Profile:
     rank: int  # a table cell shows the profile of highest rank that has records
     summary: str  # one line for the CLI's help and `flowbench list`
     hidden: bool = False  # accepted everywhere, listed nowhere (the contract test's profile)
+    gpu: bool = False  # its budgets are a GPU's: training it on a CPU is asked for by name
 
     def data_sizes(self) -> tuple[int, int, int, int]:
         return (self.train, self.val, self.test, self.size)
@@ -36,11 +37,11 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("quick", train=40000, val=400, test=10000, size=64, rank=1,
             summary="CPU, tens of minutes: the paper's 10k test pairs, 40k training pairs"),
     Profile("gpu", train=100000, val=1000, test=10000, size=64, rank=2,
-            summary="one GPU, minutes: the paper's 100k training pairs"),
+            summary="one GPU, minutes: the paper's 100k training pairs", gpu=True),
     Profile("long", train=100000, val=1000, test=10000, size=64, rank=3,
             summary="CPU, hours: the paper's 100k training pairs, trained longer"),
     Profile("paper", train=100000, val=10000, test=10000, size=64, rank=4,
-            summary="the paper's scale and schedule (many GPU hours)"),
+            summary="the paper's scale and schedule (many GPU hours)", gpu=True),
     Profile("smoke", train=300, val=20, test=60, size=32, rank=0, hidden=True,
             summary="seconds: the contract test's tiny profile"),
 )}

@@ -189,17 +189,23 @@ def public_mode() -> int:
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
-    """Write text to a temporary file beside `path`, then rename it into place."""
+    """Write text to a temporary file beside `path`, then rename it into place; a failure (a
+    full disk) leaves the file there before and no temporary one, and is one line."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    except OSError as err:
+        raise BenchmarkError(f"cannot write {path}: {err.strerror or err}") from None
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.chmod(tmp, public_mode())  # mkstemp makes owner-only files; records are shared
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise BenchmarkError(f"cannot write {path}: {err.strerror or err}") from None
         raise
     return path
 

@@ -17,17 +17,16 @@ skip it.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from benchmark import datasets, records
+from benchmark import datasets, records, setaside
 from benchmark.errors import BenchmarkError
 from benchmark.evaluate import evaluate
 from benchmark.paper_tables import ablation_rows, ablation_variant
-from benchmark.profiles import (DATA_SEED, dataset_folder, default_data_root, eval_data_root,
-                                get_profile)
+from benchmark.profiles import (DATA_SEED, PROFILES, dataset_folder, default_data_root,
+                                eval_data_root, get_profile)
 from benchmark.registry import Axes, Method, TrainSpec, check_profile, get_method
 
 
@@ -121,6 +120,8 @@ def plan(req: RunRequest) -> Plan:
     if req.test_limit is not None and req.test_limit < 1:
         raise BenchmarkError(f"--test-limit must be a positive number of test pairs, got "
                              f"{req.test_limit}")
+    _check_device(req)
+    _check_outputs(req)
     if req.checkpoint is not None:
         if len(req.seeds) > 1:
             raise BenchmarkError("--checkpoint evaluates one model: give a single seed")
@@ -140,6 +141,31 @@ def plan(req: RunRequest) -> Plan:
         raise BenchmarkError(f"record {targets[0]} exists; --force replaces it (or pass "
                              f"another --results folder)")
     return Plan(req, method, eval_data, train_data, partial, targets, extra)
+
+
+def _check_outputs(req: RunRequest) -> None:
+    """The record tree and (for a training run) the run folders: writable, before any work."""
+    from geogen.outpath import check_output_folder
+    check_output_folder(req.results, "--results")
+    if req.checkpoint is None:
+        check_output_folder(req.runs, "--runs")
+
+
+def _check_device(req: RunRequest) -> None:
+    """A device this machine has; a GPU profile's training on a CPU only when asked by name
+    (`--device cpu`), before its data (111k pairs) is made."""
+    import torch
+    if torch.cuda.is_available():
+        return
+    if req.device == "cuda":
+        raise BenchmarkError("--device cuda: this machine has no CUDA device that torch can use; "
+                             "pass --device cpu (or auto)")
+    profile = get_profile(req.profile)
+    if profile.gpu and req.checkpoint is None and req.device == "auto":
+        cpu = ", ".join(n for n, p in PROFILES.items() if not p.gpu and not p.hidden)
+        raise BenchmarkError(f"the {req.profile} profile trains on a GPU and this machine has "
+                             f"none: pass --device cpu to train it on the CPU anyway (many times "
+                             f"slower), or a CPU profile ({cpu})")
 
 
 def _extra_folders(req: RunRequest, method: Method) -> tuple[tuple[str, Folder], ...]:
@@ -226,54 +252,40 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
                                     for name, root in extra_roots.items()}
     written = []
     for seed, target in zip(req.seeds, p.targets):
+        run_dir = req.runs / run_name(method.name, req.dataset, req.profile, seed, req.variant)
+        setaside.restore(run_dir, target, seed, echo)  # what a killed --force run set aside
         if target.exists() and not req.force:
             # A training run re-run after an interruption picks up at the first seed without
             # a record (plan refused this for an evaluated checkpoint).
             echo(f"record exists, skipping seed {seed}: {target} (--force redoes it)")
             written.append(target)
             continue
-        started, t_run, git = records.now(), time.time(), records.git_state()
         run_seed = derive_seed(seed, method.name, req.dataset)
         spec = TrainSpec(dataset=req.dataset, profile=req.profile, seed=run_seed,
-                         data_root=train_root or eval_root,
-                         run_dir=req.runs / run_name(method.name, req.dataset, req.profile, seed,
-                                                     req.variant),
+                         data_root=train_root or eval_root, run_dir=run_dir,
                          image_size=get_profile(req.profile).size, device=req.device,
                          variant=req.variant, extra_data=extra_roots)
         train_config = method.config(spec)  # fails early on a bad variant or profile
-        if req.checkpoint is None:
-            if req.force and spec.run_dir.exists():
-                # Redo means from scratch: the old run folder would be resumed (or refused when
-                # its config differs), not retrained.
-                echo(f"--force: removing {spec.run_dir} to train seed {seed} afresh")
-                shutil.rmtree(spec.run_dir)
-            echo(f"training {method.name} on {req.dataset} ({req.profile}), seed {seed} "
-                 f"-> {spec.run_dir}" + ("" if req.force else " (resumes if interrupted)"))
-            checkpoint, train_config_used = method.train(spec), train_config
-        else:
-            checkpoint, train_config_used = Path(req.checkpoint), None
-        train_s = time.time() - t_run
-        loaded = method.load(checkpoint)
-        t_eval = time.time()
-        metrics = evaluate(method, loaded, eval_root, run_seed, req.test_limit, progress)
-        extras = method.record_extras(loaded, eval_root)
-        wall = {"data": data_s, "train": train_s, "eval": time.time() - t_eval,
-                "total": time.time() - t_run + data_s}
-        rec = records.make_record(
-            method=method.name, dataset=req.dataset, profile=req.profile, seed=seed,
-            run_seed=run_seed, axes=loaded.axes, variant=req.variant, metrics=metrics,
-            # "train": the config this run trained with (None when it evaluated a given
-            # checkpoint); "trained_with": what the evaluated checkpoint says of its training.
-            config={"train": train_config_used, "model": loaded.config,
-                    "trained_with": loaded.trained_with}, data=data_info,
-            checkpoint=str(checkpoint), checkpoint_sha256=records.file_sha256(checkpoint),
-            device=req.device, wall=wall, started_at=started, git=git,
-            uses_ground_truth=tuple(method.uses_ground_truth), amodal=method.amodal,
-            test_limit=req.test_limit, partial=p.partial_pairs is not None, extras=extras)
-        path = records.write_record(req.results, rec, force=req.force)
+        aside = req.force and req.checkpoint is None and (run_dir.exists() or target.exists())
+        if aside:
+            # Redo means from scratch: the old run folder would be resumed (or refused when its
+            # config differs), not retrained. The old model and record wait beside their places
+            # until the new pair is complete, and come back if this run stops before.
+            echo(f"--force: {run_dir} and its record set aside until seed {seed} is trained "
+                 f"afresh and scored")
+            setaside.put_aside(run_dir, target)
+        try:
+            path, metrics, partial = _run_seed(p, seed, spec, train_config, eval_root,
+                                               data_info, data_s, progress, echo)
+        except BaseException:
+            if aside:
+                setaside.restore(run_dir, target, seed, echo)
+            raise
+        if aside:
+            setaside.drop(run_dir, target)
         data_s = 0.0  # only the first seed paid for the data
         echo(f"record: {path}" + (f" (partial, {metrics['n_test']} test pairs: the tables skip "
-                                  f"it)" if rec["partial"] else ""))
+                                  f"it)" if partial else ""))
         for kind in ("amodal", "visible"):
             iou = metrics[f"{kind}_iou"]
             echo(f"{kind} IoU (fixed assignment): all {_fmt(iou['all'])}, "
@@ -285,16 +297,50 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
 def resume_line(runs: Path, force: bool, checkpoint: Path | None) -> str:
     """What the same command does after a Ctrl-C stopped `execute` (its rules above): the data
     made so far is kept and finished (datasets.ensure resumes it); a training run resumes from
-    its checkpoint in its run folder unless --force, which removes that folder; evaluation,
+    its checkpoint in its run folder unless --force, which sets that folder aside; evaluation,
     never resumable, starts again."""
     if checkpoint is not None:
         return ("no record was written; the same command finishes the data it makes and "
                 "evaluates the checkpoint again")
     if force:
-        return ("with --force the same command trains every seed afresh again (it removes "
-                f"their run folders under {runs}); the data made so far is kept")
+        return ("the old run folders under {runs} and their records are back in place; the "
+                "same command with --force trains every seed afresh again; the data made so "
+                "far is kept").format(runs=runs)
     return ("the same command resumes: the data made so far is kept, each seed's training "
             f"continues from its checkpoint under {runs}, seeds with a record are skipped")
+
+
+def _run_seed(p: Plan, seed: int, spec: TrainSpec, train_config, eval_root: Path,
+              data_info: dict, data_s: float, progress: bool, echo) -> tuple[Path, dict, bool]:
+    """Train (or load the checkpoint), evaluate and write one seed's record: its path, the
+    metrics and whether it is partial."""
+    req, method = p.req, p.method
+    started, t_run, git = records.now(), time.time(), records.git_state()
+    if req.checkpoint is None:
+        echo(f"training {method.name} on {req.dataset} ({req.profile}), seed {seed} "
+             f"-> {spec.run_dir}" + ("" if req.force else " (resumes if interrupted)"))
+        checkpoint, train_config_used = method.train(spec), train_config
+    else:
+        checkpoint, train_config_used = Path(req.checkpoint), None
+    train_s = time.time() - t_run
+    loaded = method.load(checkpoint)
+    t_eval = time.time()
+    metrics = evaluate(method, loaded, eval_root, spec.seed, req.test_limit, progress)
+    extras = method.record_extras(loaded, eval_root)
+    wall = {"data": data_s, "train": train_s, "eval": time.time() - t_eval,
+            "total": time.time() - t_run + data_s}
+    rec = records.make_record(
+        method=method.name, dataset=req.dataset, profile=req.profile, seed=seed,
+        run_seed=spec.seed, axes=loaded.axes, variant=req.variant, metrics=metrics,
+        # "train": the config this run trained with (None when it evaluated a given
+        # checkpoint); "trained_with": what the evaluated checkpoint says of its training.
+        config={"train": train_config_used, "model": loaded.config,
+                "trained_with": loaded.trained_with}, data=data_info,
+        checkpoint=str(checkpoint), checkpoint_sha256=records.file_sha256(checkpoint),
+        device=req.device, wall=wall, started_at=started, git=git,
+        uses_ground_truth=tuple(method.uses_ground_truth), amodal=method.amodal,
+        test_limit=req.test_limit, partial=p.partial_pairs is not None, extras=extras)
+    return records.write_record(req.results, rec, force=req.force), metrics, rec["partial"]
 
 
 def _fmt(v: float | None) -> str:

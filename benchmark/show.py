@@ -67,7 +67,9 @@ def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Pa
     """Draw `pairs` test pairs from `start` and write the image (its type the extension's);
     returns its path."""
     from benchmark.figures import Assignment, qualitative_figure, save_image
+    from geogen.outpath import check_output_file
     from geogen.sheet import image_format
+    check_output_file(output, "-o")  # before any model is loaded or data made
     image_format(output)  # an unknown extension is refused before any work
     if not source.is_file():
         raise BenchmarkError(f"{source} does not exist")

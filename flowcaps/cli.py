@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from flowcaps import checkpoint
+from flowcaps import checkpoint, launch
 from geogen.stopping import INTERRUPTED
 from trainloop import ddp
 from flowcaps.config import ModelConfig, TrainConfig
@@ -104,9 +104,12 @@ def main() -> None:
               help="any TrainConfig field, or model.FIELD for the model (repeatable)")
 @click.option("--config", "config_file", type=click.Path(), default=None,
               help="a TrainConfig JSON file to start from, instead of a --profile")
+@click.option("--force", is_flag=True,
+              help="train afresh: remove the run's files in --out (its checkpoint, log and "
+                   "model) instead of resuming")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed,
-          mix_data, init, sets, config_file, quiet) -> None:
+          mix_data, init, sets, config_file, force, quiet) -> None:
     """Train on the DATA geogen dataset; resumes when --out holds a checkpoint.
 
     Settings come from --profile (with what DATA's variant changes, as `flowbench run` trains
@@ -124,18 +127,29 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
         changes.update(parse_set(sets))
         cfg = (_profile_config(data, profile or "quick", changes) if config_file is None
                else _read_config(config_file).replace(**changes))
-        path = run_train(cfg, data, progress=not quiet)
+        path = run_train(cfg, data, progress=not quiet, force=force)
     except TrainingInterrupted as err:
         if "WORLD_SIZE" in os.environ:  # a rank of flowcaps.launch, which reports it: exit 0
             sys.exit(0)                     # so that torchrun ends without an error report
         click.echo(f"Error: {err}", err=True)
         sys.exit(INTERRUPTED)
     except FlowcapsError as err:
+        if launch.report_to_parent(str(err)):  # a rank: the launcher prints it, once
+            sys.exit(1)
         raise click.ClickException(str(err)) from None
     finally:
         _leave_process_group()
     if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 reports
-        click.echo(f"model written to {path}")
+        click.echo(f"model written to {path}: {_trained(path)}")
+
+
+def _trained(path) -> str:
+    """What the run trained, from the model's meta: steps, minutes and what stopped it."""
+    meta = checkpoint.meta_of(checkpoint.read(path))
+    limit = {"epochs": "epoch count", "steps": "step count"}.get(meta.get("stop_reason"),
+                                                                  meta.get("stop_reason"))
+    return (f"{meta.get('step')} steps ({meta.get('pairs')} pairs) in "
+            f"{meta.get('train_seconds', 0.0) / 60:.1f} min of training, stopped by its {limit}")
 
 
 def _leave_process_group() -> None:

@@ -20,6 +20,10 @@ from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 
 LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in the run folder
+# A rank's one-line error (bad data, a diverged loss, a full disk) goes to this file in the run
+# folder, named to the ranks by ERROR_ENV, instead of to the terminal: the parent prints it once,
+# and drops what follows it (the other ranks' broken collectives, torchrun's failure report).
+RANK_ERROR, ERROR_ENV = "rank_error.txt", "FLOWCAPS_RANK_ERROR"
 
 
 def ranks_for(cfg: TrainConfig, device_type: str) -> int:
@@ -48,13 +52,19 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
     # OMP_NUM_THREADS silences torchrun's notice; each rank sets its own threads anyway.
     # LOGLEVEL=ERROR keeps torchrun's warnings ("Sending process ... closing signal") out of a
     # stopped run's output; its errors still show.
-    env = {"LOGLEVEL": "ERROR", **os.environ, "OMP_NUM_THREADS": "1"}
+    error_file = out / RANK_ERROR
+    error_file.unlink(missing_ok=True)  # a killed run's
+    env = {"LOGLEVEL": "ERROR", **os.environ, "OMP_NUM_THREADS": "1",
+           ERROR_ENV: str(error_file.absolute())}
     # torchrun runs in its own session, so a Ctrl-C (or SIGTERM) reaches this process alone,
     # which hands each rank one SIGINT: the ranks save their checkpoint and exit 0, and torchrun
     # with them, quietly (SIGINT to torchrun itself ends in its traceback). Left to the terminal's
     # signal, or killed with this process, ranks were orphaned and kept training.
     started = time.time()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    relay = threading.Thread(target=_relay, args=(proc.stderr, error_file), daemon=True)
+    relay.start()
     interrupts = 0
     main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
     previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
@@ -73,6 +83,11 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+        relay.join(timeout=10)
+    if code != 0 and error_file.is_file():
+        message = error_file.read_text().strip()
+        error_file.unlink(missing_ok=True)
+        raise FlowcapsError(message)
     model = out / "model.pt"
     # A Ctrl-C after the last step leaves a finished run; ranks stopped by a SIGINT of their own
     # (not through this process) also exit 0, unfinished.
@@ -84,6 +99,36 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
         raise FlowcapsError(f"training with {ranks} CPU processes (torchrun) failed with exit "
                             f"status {code}; its error is printed above")
     return model
+
+
+def report_to_parent(message: str) -> bool:
+    """In a rank started by `launch`: leave the one-line error for the parent (the first rank's
+    wins) and return True; False outside such a rank (the caller prints it)."""
+    path = os.environ.get(ERROR_ENV)
+    if not path:
+        return False
+    try:
+        with open(path, "x") as fh:
+            fh.write(message + "\n")
+    except FileExistsError:
+        pass  # another rank's (the same loss, agreed by all, or the first failure)
+    return True
+
+
+def _relay(stream, error_file: Path) -> None:
+    """The ranks' and torchrun's standard error (the progress bar, warnings) to ours, as it
+    comes, until a rank has reported an error: what follows it is the failure's echo."""
+    out = getattr(sys.stderr, "buffer", None)
+    for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+        if error_file.exists():
+            continue  # read on, so no rank blocks on a full pipe
+        if out is not None:
+            out.write(chunk)
+            out.flush()
+        else:
+            sys.stderr.write(chunk.decode(errors="replace"))
+            sys.stderr.flush()
+    stream.close()
 
 
 def _raise_interrupt(signum, frame) -> None:

@@ -164,6 +164,7 @@ class FlowcapsTask(trainloop.Task):
 
     def __init__(self, cfg: TrainConfig, mix_from: int | None = None):
         self.config, self.mix_from = cfg, mix_from
+        self.compiles = cfg.compile
         self.model: FlowCapsules | None = None
         self.bf16 = False
 
@@ -221,37 +222,70 @@ def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
         log_every=cfg.log_every, checkpoint_minutes=cfg.checkpoint_minutes)
 
 
-def _check_run_folder(cfg: TrainConfig, ranks: int) -> None:
-    """The run folder: usable, and any checkpoint there one this run can resume."""
+# What a run folder holds that `force` removes: the run's own files, never the user's others.
+RUN_FILES = (CKPT_NAME, MODEL_NAME, LOG_NAME, launch.LAUNCH_CONFIG)
+
+
+def _check_run_folder(cfg: TrainConfig, ranks: int, data: dict[str, Any]) -> None:
+    """The run folder: usable, and any checkpoint there one this run can resume on `data`
+    (its meta: trainloop.data_meta)."""
+    from geogen.errors import GeogenError
+    from geogen.outpath import check_output_folder
     out = Path(cfg.out)
     if out.exists() and not out.is_dir():
         raise FlowcapsError(f"--out {out} exists and is not a folder")
+    try:
+        check_output_folder(out, "--out")
+    except GeogenError as err:
+        raise FlowcapsError(str(err)) from None
     ckpt_path = out / CKPT_NAME
     if ckpt_path.exists():  # the ranks store their own config (launch.per_rank_config)
         rank_cfg = launch.per_rank_config(cfg, ranks) if ranks > 1 else cfg
         with trainloop.errors_as(FlowcapsError):
-            trainloop.check_resume(FlowcapsTask(cfg), ckpt_path, dataclasses.asdict(rank_cfg))
+            trainloop.check_resume(FlowcapsTask(cfg), ckpt_path, dataclasses.asdict(rank_cfg),
+                                   data)
     elif cfg.init:
         _init_blob(cfg)
 
 
-def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Path:
+def _data_meta(config: TrainConfig, data: Path) -> dict[str, Any]:
+    with trainloop.errors_as(FlowcapsError):
+        return trainloop.data_meta(*_roots(config, data))
+
+
+def _clear_run_folder(out: Path) -> None:
+    """`force`: the run's files go, so it trains afresh."""
+    for name in RUN_FILES:
+        try:
+            (out / name).unlink(missing_ok=True)
+        except OSError as err:
+            raise FlowcapsError(f"--force cannot remove {out / name}: {err.strerror}") from None
+
+
+def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
+          force: bool = False) -> Path:
     """Train from a geogen dataset root; returns the exported model path (`out/model.pt`).
+    A run folder holding a checkpoint resumes (on the same data and settings only); `force`
+    removes the run's files first and trains afresh.
 
     Every setting, the data, the run folder and `init` are checked before training starts
     (and before the ranks start, when there are several)."""
     config.validate()
     ranks = launch.ranks_for(config, resolve_device(config.device).type)
     if "RANK" not in os.environ:  # the launcher checked these before it started the ranks
-        _check_run_folder(config, ranks)
+        if not (Path(data) / "manifest.json").is_file():
+            raise FlowcapsError(f"{data} is not a geogen dataset (no manifest.json)")
+        if force and Path(config.out).is_dir():
+            _clear_run_folder(Path(config.out))
+        _check_run_folder(config, ranks, _data_meta(config, Path(data)))
     if ranks > 1:
         _preflight(config, Path(data), ranks)
         return launch.launch(config, data, ranks, progress)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     parts = [load_pairs(r, "train", config.max_pairs, rank, world) for r in _roots(config, Path(data))]
     pairs = parts[0] if len(parts) == 1 else np.concatenate(parts)  # (N_rank, 2, H, W, 3)
-    return run(config, pairs, progress=progress, meta={"data": str(data)}, rank_part=True,
-               mix_from=len(parts[0]) if len(parts) > 1 else None)[1]
+    return run(config, pairs, progress=progress, meta=_data_meta(config, Path(data)),
+               rank_part=True, mix_from=len(parts[0]) if len(parts) > 1 else None)[1]
 
 
 def fit(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,

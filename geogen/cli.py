@@ -215,8 +215,10 @@ def verify(root, no_checksums):
 @_friendly
 def show(root, split, index, out):
     """Write a contact sheet: one row per sample, in blocks side by side past 4096 px."""
+    from geogen.outpath import check_output_file
     from geogen.sheet import contact_sheet, image_format, legend
     image_format(out)  # an unknown extension is refused before any data is read
+    check_output_file(out, "-o")
     sheet = contact_sheet(Path(root), split, parse_indices(index), out)
     click.echo(f"wrote {sheet.path}; {legend(sheet.max_flow)}")
 

@@ -80,11 +80,12 @@ def test_a_training_stop_reported_as_the_methods_error_is_still_a_stop(
     toy = register_toy(train=_interrupted_training)
     args = ["run", toy.name, "--profile", "smoke", "--data", str(tiny_geo)]
     assert _stopped(CliRunner().invoke(main, args)) == f"interrupted; {RESUMES}"
-    # --force removes the run folder again, so the same command starts afresh: it says so
+    # --force sets the old run aside and puts it back when stopped; the same command with
+    # --force starts afresh again: it says so
     line = _stopped(CliRunner().invoke(main, args + ["--force"]))
-    assert line == ("interrupted; with --force the same command trains every seed afresh again "
-                    "(it removes their run folders under runs/flowbench); the data made so far "
-                    "is kept")
+    assert line == ("interrupted; the old run folders under runs/flowbench and their records "
+                    "are back in place; the same command with --force trains every seed afresh "
+                    "again; the data made so far is kept")
     # an error that no signal caused stays an error
     monkeypatch.setattr(toy, "train", _failed_training)
     res = CliRunner().invoke(main, args)

@@ -145,7 +145,7 @@ def test_run_writes_a_record_and_never_replaces_one_unasked(tiny_geo, tmp_path):
     lines.clear()
     assert run(replace(req, force=True), progress=False, echo=lines.append) == [path]
     assert not (run_dir / "marker").exists() and (run_dir / "model.pt").is_file()
-    assert lines[0].startswith("--force: removing")
+    assert lines[0].startswith(f"--force: {run_dir} and its record set aside")
 
 
 def test_a_partial_evaluation_is_marked_and_written_apart(tiny_geo, tmp_path, monkeypatch,

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import flowcaps
+import trainloop
 from baselines.psd import PsdError
 from baselines.psd import trainer as psd_trainer
 from baselines.psd.config import ModelConfig as PsdModel, TrainConfig as PsdConfig
@@ -45,9 +46,9 @@ def _flowcaps_cfg(out, steps):
                                 cpu_ranks=1, compile=False, log_every=1, checkpoint_minutes=0.0)
 
 
-def _flowcaps_fit(cfg):
+def _flowcaps_fit(cfg, meta=None):
     pairs = _rng().integers(0, 256, (BATCH_ROWS, 2, 32, 32, 3), dtype=np.uint8)
-    return flowcaps_trainer.fit(cfg, pairs, progress=False)
+    return flowcaps_trainer.fit(cfg, pairs, progress=False, meta=meta)
 
 
 def _psd_cfg(out, steps):
@@ -58,11 +59,11 @@ def _psd_cfg(out, steps):
                      checkpoint_minutes=0.0)
 
 
-def _psd_fit(cfg):
+def _psd_fit(cfg, meta=None):
     rng = _rng()
     frames = rng.integers(0, 256, (BATCH_ROWS, 2, 32, 32, 3), dtype=np.uint8)
     flow = rng.normal(0, 2, (BATCH_ROWS, 32, 32, 2)).astype(np.float16)
-    return psd_trainer.fit(cfg, frames, flow, progress=False)
+    return psd_trainer.fit(cfg, frames, flow, progress=False, meta=meta)
 
 
 def _rnem_cfg(out, steps):
@@ -72,9 +73,9 @@ def _rnem_cfg(out, steps):
                       threads=1, log_every=1, device="cpu", checkpoint_minutes=0.0)
 
 
-def _rnem_fit(cfg):
+def _rnem_fit(cfg, meta=None):
     clips = _rng().integers(0, 256, (BATCH_ROWS, 3, 3, 16, 16), dtype=np.uint8)
-    return rnem_trainer.fit(cfg, clips, progress=False)
+    return rnem_trainer.fit(cfg, clips, progress=False, meta=meta)
 
 
 def _scae_cfg(kind):
@@ -87,13 +88,13 @@ def _scae_cfg(kind):
     return make
 
 
-def _scae_fit(cfg):
+def _scae_fit(cfg, meta=None):
     rng = _rng()
     if cfg.kind == "scae":
         data = rng.integers(0, 256, (BATCH_ROWS, 32, 32, 3), dtype=np.uint8)
     else:  # part capsules: pose (6), presence (1), features
         data = rng.normal(0, 0.5, (BATCH_ROWS, 4, 7 + 2)).astype(np.float32)
-    return scae_trainer.fit(cfg, torch.from_numpy(data), progress=False)
+    return scae_trainer.fit(cfg, torch.from_numpy(data), progress=False, meta=meta)
 
 
 CASES = {
@@ -175,3 +176,18 @@ def test_one_resume_rule_for_every_method(name, tmp_path):
     longer = case.config(tmp_path / "moved", 8)
     path = case.fit(longer)
     assert json.loads(_blob(path)["meta"])["step"] == 8
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_run_resumes_only_on_the_data_it_started_on(name, tmp_path):
+    """The data's manifest hash is compared as the config is: a run folder trained on one
+    dataset refuses another, naming both; the same data resumes."""
+    case = CASES[name]
+    first = {trainloop.DATA: "data/a", trainloop.DATA_HASH: "a" * 64}
+    case.fit(case.config(tmp_path / "run", 4), meta=first)
+    other = {trainloop.DATA: "data/b", trainloop.DATA_HASH: "b" * 64}
+    with pytest.raises(case.error, match=r"trained on other data: data/a \(manifest a{12}\), "
+                                         r"not data/b \(manifest b{12}\).*--force"):
+        case.fit(case.config(tmp_path / "run", 8), meta=other)
+    path = case.fit(case.config(tmp_path / "run", 8), meta=first)
+    assert json.loads(_blob(path)["meta"])[trainloop.DATA_HASH] == "a" * 64

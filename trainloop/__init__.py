@@ -5,9 +5,10 @@ It imports no method: flowcaps and baselines import it."""
 from trainloop.device import resolve_device
 from trainloop.errors import LoopError, TrainingInterrupted, errors_as
 from trainloop import checkpoint
-from trainloop.loop import (BEST_NAME, CKPT_NAME, LOG_NAME, MODEL_NAME, RESUMABLE, LoopConfig, StepContext,
-                            Task, check_resume, config_difference, fit)
+from trainloop.data import DATA, DATA_HASH, data_meta
+from trainloop.loop import (BEST_NAME, CKPT_NAME, LOG_NAME, MODEL_NAME, RESUMABLE, LoopConfig,
+                            StepContext, Task, check_resume, config_difference, fit)
 
-__all__ = ["BEST_NAME", "CKPT_NAME", "LOG_NAME", "LoopConfig", "checkpoint", "LoopError", "MODEL_NAME", "RESUMABLE",
-           "StepContext", "Task", "TrainingInterrupted", "check_resume", "config_difference",
-           "errors_as", "fit", "resolve_device"]
+__all__ = ["BEST_NAME", "CKPT_NAME", "DATA", "DATA_HASH", "LOG_NAME", "LoopConfig", "checkpoint",
+           "LoopError", "MODEL_NAME", "RESUMABLE", "StepContext", "Task", "TrainingInterrupted",
+           "check_resume", "config_difference", "data_meta", "errors_as", "fit", "resolve_device"]

@@ -20,7 +20,8 @@ def write_blob(path: str | Path, fmt: str, config_json: str, model: torch.nn.Mod
                optimizer: torch.optim.Optimizer | None = None,
                progress: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> Path:
     """Format tag, config, weights and meta (plus the optimiser and progress of a resumable run),
-    written to a temporary name and renamed."""
+    written to a temporary name and renamed; on a failure (OSError for a full disk) the file at
+    `path` is the one there before, and no temporary file is left."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     blob: dict[str, Any] = {
@@ -34,8 +35,12 @@ def write_blob(path: str | Path, fmt: str, config_json: str, model: torch.nn.Mod
     if progress is not None:
         blob["progress"] = json.dumps(progress, sort_keys=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(blob, tmp)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk (OSError), Ctrl-C: no half-written file is left
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

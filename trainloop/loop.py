@@ -27,6 +27,7 @@ from torch import nn
 
 from trainloop import ddp
 from trainloop.checkpoint import meta_of, progress_of, read_blob, write_blob
+from trainloop.data import check_same_data
 from trainloop.device import resolve_device, setup_cpu
 from trainloop.errors import LoopError, TrainingInterrupted
 from trainloop.log import Log
@@ -97,6 +98,9 @@ class Task:
 
     lr = 1e-3  # the default optimiser's learning rate
     config: Any = None  # the method's config (a dataclass): what checkpoints store
+    # The first step compiles (a minute on a CPU): a time budget that it spends is refused, as
+    # a run too small to train, rather than exported as a model of one step.
+    compiles = False
 
     # --- what every method defines ---
     def build(self, device: torch.device) -> nn.Module:
@@ -199,10 +203,12 @@ def config_difference(saved: dict[str, Any], current: dict[str, Any]) -> list[st
                   if k.rsplit(".", 1)[-1] not in RESUMABLE and a.get(k) != b.get(k))
 
 
-def check_resume(task: Task, path: Path, current: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The run checkpoint at `path`, read, if the run may resume from it (see RESUMABLE); a
-    LoopError naming the fields otherwise. `current`: the config to compare (the task's own
-    by default)."""
+def check_resume(task: Task, path: Path, current: dict[str, Any] | None = None,
+                 data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run checkpoint at `path`, read, if the run may resume from it (see RESUMABLE) on
+    the data `data` names (meta with DATA and DATA_HASH, trainloop.data); a LoopError naming
+    the fields or both datasets otherwise. `current`: the config to compare (the task's own by
+    default)."""
     blob = task.read(path)
     diff = config_difference(task.config_dict(blob), current or task.config_dict())
     if diff:
@@ -210,6 +216,7 @@ def check_resume(task: Task, path: Path, current: dict[str, Any] | None = None) 
                         f"output folder or the same settings")
     if "progress" not in blob:
         raise LoopError(f"{path} holds no training progress; use a new output folder")
+    check_same_data(Path(path).parent, meta_of(blob), data or {})
     return blob
 
 
@@ -252,7 +259,7 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
     state: dict[str, Any] = {"step": 0, "train_seconds": 0.0, unit: 0}
     saved_meta = None
     if ckpt_path.exists():
-        blob = check_resume(task, ckpt_path)
+        blob = check_resume(task, ckpt_path, data=meta)
         task.load_weights(model, blob, ckpt_path)
         if "optimizer" in blob:
             opt.load_state_dict(blob["optimizer"])
@@ -264,9 +271,18 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
     if world > 1:
         loss_fn = nn.parallel.DistributedDataParallel(loss_fn)
 
+    def write(path: Path, **kw: Any) -> None:
+        try:
+            task.save(path, model, **kw)
+        except OSError as err:  # a full disk: the file there before is intact
+            kept = (f"the last good checkpoint kept at {ckpt_path}" if ckpt_path.exists()
+                    else "no checkpoint was written yet")
+            raise LoopError(f"cannot write {path} ({err.strerror or err}); stopped at step "
+                            f"{state['step']}, {kept}") from None
+
     def save_ckpt() -> None:
         if rank == 0:
-            task.save(ckpt_path, model, optimizer=opt, progress=state, meta=meta)
+            write(ckpt_path, optimizer=opt, progress=state, meta=meta)
 
     budget = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
     log: Log | None = None  # opened at the first row, whose terms name its columns
@@ -283,6 +299,13 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
     try:
         while state["step"] < total_steps:
             if state["train_seconds"] >= budget:
+                if state["step"] == 1 and task.compiles:  # compiling spent the whole budget
+                    save_ckpt()
+                    raise LoopError(
+                        f"the time budget ({cfg.max_minutes:g} min) ran out in the first step "
+                        f"({state['train_seconds']:.0f} s, compiling and warming up): too "
+                        f"small to train; stopped at step 1, checkpoint kept at {ckpt_path} "
+                        f"(a budget over {state['train_seconds'] / 60:.1f} min trains on)")
                 stop_reason = "time budget"
                 break
             if cfg.patience is not None and state.get("val_bad", 0) >= cfg.patience:
@@ -382,7 +405,7 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
         # rule), not the last ones.
         task.load_weights(model, task.read(best_path), best_path)
     if rank == 0:
-        task.save(model_path, model, meta={**meta, **state, **summary})
+        write(model_path, meta={**meta, **state, **summary})
     ddp.barrier(world)
     return model, model_path
 

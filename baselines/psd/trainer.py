@@ -33,8 +33,13 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
     config.validate()
     frames, flow = load_train(data, config.max_pairs)
     visible = load_visible(data, min(config.probe_pairs, len(frames)))
-    return fit(config, frames, flow, progress=progress, meta={"data": str(data)},
+    return fit(config, frames, flow, progress=progress, meta=_data_meta(data),
                visible=visible if len(visible) else None)
+
+
+def _data_meta(data: str | Path) -> dict[str, Any]:
+    with trainloop.errors_as(PsdError):
+        return trainloop.data_meta(data)
 
 
 def batch_tensors(frames: torch.Tensor, flow: torch.Tensor, sel: torch.Tensor,

@@ -140,7 +140,12 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
     clips = load_clips(data, config)
     val = (load_clips(data, config.replace(max_clips=config.val_clips), split="val")
            if config.val_clips else None)
-    return fit(config, clips, val=val, progress=progress, meta={"data": str(data)})
+    return fit(config, clips, val=val, progress=progress, meta=_data_meta(data))
+
+
+def _data_meta(data: str | Path) -> dict[str, Any]:
+    with trainloop.errors_as(RnemError):
+        return trainloop.data_meta(data)
 
 
 def loop_config(cfg: TrainConfig, rows: int) -> trainloop.LoopConfig:

@@ -24,6 +24,7 @@ __all__ = ["FlowSCAE", "SCAE", "SCAEConfig", "ScaeError", "load", "profile", "tr
 def train_scae(cfg: SCAEConfig, data_root: str | Path, *, progress: bool = True) -> Path:
     """Train SCAE on frame 0 of the train split; returns the exported model's path."""
     import torch
+    import trainloop
     from baselines.scae.data import load_images
     from baselines.scae.trainer import fit
     if cfg.kind != "scae":
@@ -32,7 +33,9 @@ def train_scae(cfg: SCAEConfig, data_root: str | Path, *, progress: bool = True)
     if images.shape[1] != cfg.pcae.image_size:
         raise ScaeError(f"{data_root} holds {images.shape[1]} px images, the config expects "
                         f"{cfg.pcae.image_size}")
-    return fit(cfg, torch.from_numpy(images), progress=progress, meta={"data": str(data_root)})
+    with trainloop.errors_as(ScaeError):
+        meta = trainloop.data_meta(data_root)
+    return fit(cfg, torch.from_numpy(images), progress=progress, meta=meta)
 
 
 def train_flowscae(cfg: SCAEConfig, parts: np.ndarray, *, progress: bool = True,

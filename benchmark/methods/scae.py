@@ -200,6 +200,7 @@ class FlowSCAEMethod:
     def train(self, spec: TrainSpec) -> Path:
         import flowcaps
         import torch
+        import trainloop
         from baselines.scae import ScaeError, train_flowscae
         from baselines.scae.data import load_images
         from baselines.scae.trainer import resolve_device
@@ -213,7 +214,9 @@ class FlowSCAEMethod:
                                    .permute(0, 3, 1, 2).float() / 255.0,
                                    cfg.parts.presence_area))
                 for i in range(0, len(images), ENCODE_BATCH)])  # (N, K, 7 + F)
-            return Path(train_flowscae(cfg, parts, meta={"data": str(spec.data_root)}))
+            with trainloop.errors_as(ScaeError):
+                meta = trainloop.data_meta(spec.data_root)
+            return Path(train_flowscae(cfg, parts, meta=meta))
 
     def load(self, checkpoint: Path) -> LoadedModel:
         ocae, cfg, meta = _read(checkpoint, "flowscae")

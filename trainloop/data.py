@@ -1,0 +1,39 @@
+"""What names the data a run trains on, so that a run resumes only on the data it started on.
+
+A method that reads a geogen dataset puts `data_meta(root)` into the meta it passes to `fit`; the
+resume rule compares the manifest hashes. In-memory data names none and is not compared.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainloop.errors import LoopError
+
+DATA, DATA_HASH = "data", "data_hash"  # the meta keys: the folder(s), the manifests' sha256
+
+
+def data_meta(*roots: str | Path) -> dict[str, Any]:
+    """{DATA: the folders, DATA_HASH: their manifests' sha256} (several joined by "+", in order:
+    a run's main data, then the data mixed in)."""
+    from geogen.errors import GeogenError
+    from geogen.shards import manifest_hash
+    try:
+        hashes = [manifest_hash(r) for r in roots]
+    except GeogenError as err:
+        raise LoopError(str(err)) from None
+    return {DATA: "+".join(str(r) for r in roots), DATA_HASH: "+".join(hashes)}
+
+
+def check_same_data(run: Path, saved: dict[str, Any], current: dict[str, Any]) -> None:
+    """LoopError naming both datasets when the saved meta and the current one name different
+    manifests."""
+    old, new = saved.get(DATA_HASH), current.get(DATA_HASH)
+    if old and new and old != new:
+        raise LoopError(f"{run} was trained on other data: {saved.get(DATA)} (manifest "
+                        f"{_short(old)}), not {current.get(DATA)} (manifest {_short(new)}); use "
+                        f"a new output folder, or --force to train afresh")
+
+
+def _short(digests: str) -> str:
+    return "+".join(d[:12] for d in digests.split("+"))
