@@ -65,12 +65,17 @@ class FlatAppearance:
         return self.bg                                                 # (3,)
 
 
-def signed_distance(kind: str, u: np.ndarray) -> np.ndarray:
+def signed_distance(kind, u: np.ndarray) -> np.ndarray:
     """Signed distance (negative inside) of canonical points u (..., 2) to a unit shape.
 
     Exact inside; outside it never exceeds the true distance (square and triangle use the max of
     edge distances), which is all the band test needs: a point called far outside is.
+    `kind` is a Geo shape's name or an object with `signed_distance(u)` and `corners` (its
+    bounding polygon (V, 2) in canonical coordinates) that keeps the same promise on both
+    sides of its edge (geogen.figure's parts).
     """
+    if not isinstance(kind, str):
+        return kind.signed_distance(u)
     ux, uy = u[..., 0], u[..., 1]
     if kind == "circle":
         return np.sqrt(ux * ux + uy * uy) - 0.5
@@ -91,16 +96,20 @@ def _to_canonical(pose: np.ndarray, xy: np.ndarray) -> np.ndarray:
     d = xy - np.array([cx, cy], np.float32)                                       # (N, 2)
     if s == 0.0:   # no rotation (all of Geo): a scaled shift
         return d * inv
-    return np.stack([c * d[:, 0] + s * d[:, 1], c * d[:, 1] - s * d[:, 0]], -1)  # (N, 2)
+    out = np.empty_like(d)                                                        # (N, 2)
+    np.add(c * d[:, 0], s * d[:, 1], out=out[:, 0])
+    np.subtract(c * d[:, 1], s * d[:, 0], out=out[:, 1])
+    return out
 
 
 def _from_canonical(pose: np.ndarray, u: np.ndarray) -> np.ndarray:
     """xy = centre + size * R(angle) u for one pose (4,) and u (N, 2) -> (N, 2)."""
     cx, cy, a, k = (float(v) for v in pose)
     c, s = np.float32(np.cos(a) * k), np.float32(np.sin(a) * k)
-    x = cx + c * u[:, 0] - s * u[:, 1]                                             # (N,)
-    y = cy + s * u[:, 0] + c * u[:, 1]                                             # (N,)
-    return np.stack([x, y], -1).astype(np.float32)                                # (N, 2)
+    out = np.empty(u.shape, np.float32)                                           # (N, 2)
+    out[:, 0] = cx + c * u[:, 0] - s * u[:, 1]
+    out[:, 1] = cy + s * u[:, 0] + c * u[:, 1]
+    return out
 
 
 @functools.lru_cache(maxsize=8)
@@ -125,9 +134,12 @@ def _to_uint8(rgb: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(rgb * np.float32(255.0)), 0, 255).astype(np.uint8)
 
 
-def _box(pose_ts: np.ndarray, kind: str, size: int) -> tuple[int, int, int, int]:
+def _box(pose_ts: np.ndarray, kind, size: int) -> tuple[int, int, int, int]:
     """Pixel rows/cols (y0, y1, x0, x1) that can touch the slot: its bounding box plus a pixel."""
-    if kind == "circle":
+    if not isinstance(kind, str):
+        corners = _from_canonical(pose_ts, kind.corners)                            # (V, 2)
+        lo, hi = corners.min(0), corners.max(0)
+    elif kind == "circle":
         r = 0.5 * float(pose_ts[3])
         lo, hi = pose_ts[:2] - r, pose_ts[:2] + r                                  # (2,)
     else:
@@ -139,7 +151,8 @@ def _box(pose_ts: np.ndarray, kind: str, size: int) -> tuple[int, int, int, int]
 
 
 def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, size: int,
-                supersample: int = 5) -> dict[str, np.ndarray]:
+                supersample: int = 5, kinds: tuple = schema.SLOTS,
+                order: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
     """Render T frames of S slots at side `size`.
 
     Work is confined to each slot's bounding box, so its cost grows with the shapes' area.
@@ -150,6 +163,8 @@ def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, s
         appearance: fill and background colours.
         size: image side H = W in pixels.
         supersample: SS, the per-axis subsample count in the edge band.
+        kinds: (S,) each slot's shape (`signed_distance`); Geo's slot names by default.
+        order: the slots back to front (each drawn over those before it); None: slot order.
     Returns:
         frames, flow, flow_bw, amodal, visible as in geogen.schema.
     """
@@ -167,7 +182,8 @@ def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, s
     visible = np.zeros((T, H, W), np.uint8)   # schema.BACKGROUND where no slot holds the pixel
     boxes: dict[tuple[int, int], tuple] = {}   # (t, s) -> (box slices, canonical coords there)
     for t in range(T):
-        for s, kind in enumerate(schema.SLOTS):   # back to front: each slot goes over the last
+        for s in (range(S) if order is None else order):   # back to front: each over the last
+            kind = kinds[s]
             if not present[s]:
                 continue
             y0, y1, x0, x1 = _box(pose[t, s], kind, size)
