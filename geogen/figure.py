@@ -32,7 +32,6 @@ Letters: T frames, S = 10 parts.
 """
 from __future__ import annotations
 
-import colorsys
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,9 +68,17 @@ class Ellipse:
         q = np.sqrt((u[..., 0] / a) ** 2 + (u[..., 1] / b) ** 2)
         return (q - 1.0) * min(a, b)
 
+    def inside(self, u: np.ndarray) -> np.ndarray:
+        a, b = 0.5 * self.width, 0.5
+        return (u[..., 0] / a) ** 2 + (u[..., 1] / b) ** 2 < 1.0
+
+    @property
+    def half_extents(self) -> tuple[float, float]:
+        return 0.5 * self.width, 0.5
+
     @property
     def corners(self) -> np.ndarray:
-        return _rectangle(0.5 * self.width, 0.5)
+        return _rectangle(*self.half_extents)
 
 
 @dataclass(frozen=True)
@@ -89,9 +96,20 @@ class RoundedBox:
         outside = np.sqrt(np.maximum(qx, 0) ** 2 + np.maximum(qy, 0) ** 2)
         return outside + np.minimum(np.maximum(qx, qy), 0) - r
 
+    def inside(self, u: np.ndarray) -> np.ndarray:
+        # signed_distance < 0 without the square root: within r of the shrunk box.
+        r = self.radius
+        qx = np.maximum(np.abs(u[..., 0]) - (0.5 * self.width - r), 0)
+        qy = np.maximum(np.abs(u[..., 1]) - (0.5 - r), 0)
+        return qx * qx + qy * qy < r * r
+
+    @property
+    def half_extents(self) -> tuple[float, float]:
+        return 0.5 * self.width, 0.5
+
     @property
     def corners(self) -> np.ndarray:
-        return _rectangle(0.5 * self.width, 0.5)
+        return _rectangle(*self.half_extents)
 
 
 def _rectangle(hx: float, hy: float) -> np.ndarray:
@@ -178,14 +196,13 @@ def _colours(rng: np.random.Generator) -> np.ndarray:
     hues = (rng.uniform() + np.arange(S) / S) % 1.0                        # (S,)
     sat = rng.uniform(*SATURATION_RANGE, size=S)                          # (S,)
     val = rng.uniform(*VALUE_RANGE, size=S)                               # (S,)
-    rgb = np.array([colorsys.hsv_to_rgb(h, s, v) for h, s, v in zip(hues, sat, val)])
+    # HSV -> RGB (colorsys's formula, for all S at once): the hue's sextant picks which of
+    # v, v (1 - s f), v (1 - s (1 - f)), v (1 - s) each channel takes.
+    sextant = np.floor(hues * 6.0)                                        # (S,)
+    f = hues * 6.0 - sextant
+    levels = np.stack([val, val * (1 - sat * f), val * (1 - sat * (1 - f)), val * (1 - sat)])
+    rgb = levels[_HSV_ORDER[sextant.astype(int) % 6], np.arange(S)[:, None]]   # (S, 3)
     return np.rint(rgb[rng.permutation(S)] * 255).astype(np.uint8)       # (S, 3)
-
-
-def _rot(a: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """R(a) p for angles a (T,) and one point p (2,) -> (T, 2) (schema's angle convention)."""
-    c, s = np.cos(a), np.sin(a)
-    return np.stack([c * p[0] - s * p[1], s * p[0] + c * p[1]], -1)
 
 
 def kinds(build: float) -> tuple:
@@ -203,40 +220,59 @@ def kinds(build: float) -> tuple:
     return tuple(out)
 
 
+def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Each part's length (S,), its joint in its parent's frame and in its own (S, 2), with
+    the side's mirror applied, and the parts by depth in the tree (root first)."""
+    length, j_parent, j_self = np.zeros(S), np.zeros((S, 2)), np.zeros((S, 2))
+    for i, part in enumerate(PARTS):
+        p, sign = spec(part)
+        length[i] = p.length
+        j_parent[i] = sign * p.joint_parent[0], p.joint_parent[1]
+        j_self[i] = sign * p.joint_self[0], p.joint_self[1]
+    level = [0] * S
+    for i in range(S):
+        level[i] = 0 if PARENT[i] < 0 else level[PARENT[i]] + 1
+    levels = tuple(np.flatnonzero(np.array(level) == d) for d in range(1, max(level) + 1))
+    return length, j_parent, j_self, levels
+
+
+_LENGTH, _J_PARENT, _J_SELF, _LEVELS = _tables()
+_PARENTS = np.array(PARENT)
+_SIGN = np.array([spec(p)[1] for p in PARTS])                             # (S,) -1 left
+_LIMITS = np.array([spec(p)[0].limits for p in PARTS]).T                  # (2, S) lo, hi
+# colorsys's channel order per hue sextant, as indices into (v, q, t, p) of `_colours`.
+_HSV_ORDER = np.array([[0, 2, 3], [1, 0, 3], [3, 0, 2], [3, 1, 0], [2, 3, 0], [0, 3, 1]])
+
+
+def _rotate(a: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """R(a) p for angles a (T, n) and points p (n, 2) -> (T, n, 2)."""
+    c, s = np.cos(a), np.sin(a)
+    return np.stack([c * p[:, 0] - s * p[:, 1], s * p[:, 0] + c * p[:, 1]], -1)
+
+
 def forward(root_xy: np.ndarray, root_angle: np.ndarray, scale: np.ndarray,
             joint: np.ndarray) -> np.ndarray:
     """Poses (T, S, 4) from the root's centre (T, 2), angle (T,), the figure's scale F in
-    pixels (T,) and the joint angles (T, S) (the root's entry unused)."""
+    pixels (T,) and the joint angles (T, S) (the root's entry unused); a level of the tree
+    at a time (module docstring: c_c = c_p + s_p R(a_p) j_p - s_c R(a_c) j_c)."""
     T = len(root_angle)
     pose = np.zeros((T, S, 4))                                            # (T, S, 4)
-    angle = np.zeros((T, S))                                              # (T, S) on the image
-    for i, part in enumerate(PARTS):   # parents come before their children
-        p, sign = spec(part)
-        if PARENT[i] < 0:
-            pose[:, i, :2], angle[:, i] = root_xy, root_angle
-        else:
-            q, _ = spec(PARTS[PARENT[i]])
-            parent = PARENT[i]
-            angle[:, i] = angle[:, parent] + joint[:, i]
-            at = pose[:, parent, :2] + (q.length * scale)[:, None] * _rot(
-                angle[:, parent], np.array([sign * p.joint_parent[0], p.joint_parent[1]]))
-            pose[:, i, :2] = at - (p.length * scale)[:, None] * _rot(
-                angle[:, i], np.array([sign * p.joint_self[0], p.joint_self[1]]))
-        pose[:, i, 2] = angle[:, i]
-        pose[:, i, 3] = p.length * scale
+    pose[:, 0, :2], pose[:, 0, 2] = root_xy, root_angle
+    pose[..., 3] = _LENGTH[None] * scale[:, None]                         # (T, S)
+    for idx in _LEVELS:   # parents come a level before their children
+        par = _PARENTS[idx]
+        pose[:, idx, 2] = pose[:, par, 2] + joint[:, idx]                 # (T, n)
+        at = pose[:, par, :2] + pose[:, par, 3:4] * _rotate(pose[:, par, 2], _J_PARENT[idx])
+        pose[:, idx, :2] = at - pose[:, idx, 3:4] * _rotate(pose[:, idx, 2], _J_SELF[idx])
     return pose
 
 
 def joint_points(pose: np.ndarray) -> np.ndarray:
     """Where each part meets its parent on the image, (T, S, 2) from the child's pose (the
     root's entry is its centre): the point both parts share."""
-    out = np.array(pose[..., :2], np.float64)                             # (T, S, 2)
-    for i, part in enumerate(PARTS):
-        if PARENT[i] < 0:
-            continue
-        p, sign = spec(part)
-        out[:, i] += pose[:, i, 3:4] * _rot(pose[:, i, 2].astype(np.float64),
-                                            np.array([sign * p.joint_self[0], p.joint_self[1]]))
+    pose = np.asarray(pose, np.float64)
+    out = pose[..., :2].copy()                                            # (T, S, 2)
+    out[:, 1:] += pose[:, 1:, 3:4] * _rotate(pose[:, 1:, 2], _J_SELF[1:])
     return out
 
 
@@ -268,16 +304,14 @@ def sample_figure_scene(rng: np.random.Generator, size: int, frames: int,
     build = rng.uniform(*BUILD_RANGE)
     centre = L / 2 + rng.uniform(-OFFSET_RANGE, OFFSET_RANGE, size=2) * L   # (2,)
     velocity = rng.uniform(-MOTION_RANGE, MOTION_RANGE, size=2) * L         # (2,) px/frame
-    signs = np.array([spec(p)[1] for p in PARTS])                         # (S,)
-    lo = np.array([spec(p)[0].limits[0] for p in PARTS])                  # (S,)
-    hi = np.array([spec(p)[0].limits[1] for p in PARTS])
+    lo, hi = _LIMITS                                                      # (S,), (S,)
     start = rng.uniform(lo, hi)                                           # (S,)
     step = rng.uniform(-JOINT_STEP, JOINT_STEP, size=S)                   # (S,) rad per frame
     turn = rng.uniform(-ROTATION_RANGE, ROTATION_RANGE)
     grow = rng.uniform(-LOG_SCALE_RANGE, LOG_SCALE_RANGE)
 
     t = np.arange(frames, dtype=np.float64)                               # (T,)
-    joint = _reflect(start[None] + step[None] * t[:, None], lo, hi) * signs   # (T, S)
+    joint = _reflect(start[None] + step[None] * t[:, None], lo, hi) * _SIGN   # (T, S)
     joint[:, 0] = start[0]   # the root's "joint" is its angle on the image
     if motion == "conformal":
         joint[:, 0] += turn * t

@@ -70,9 +70,9 @@ def signed_distance(kind, u: np.ndarray) -> np.ndarray:
 
     Exact inside; outside it never exceeds the true distance (square and triangle use the max of
     edge distances), which is all the band test needs: a point called far outside is.
-    `kind` is a Geo shape's name or an object with `signed_distance(u)` and `corners` (its
-    bounding polygon (V, 2) in canonical coordinates) that keeps the same promise on both
-    sides of its edge (geogen.figure's parts).
+    `kind` is a Geo shape's name or an object with `signed_distance(u)` that keeps the same
+    promise on both sides of its edge, `inside(u)` (signed distance < 0) and `half_extents`
+    (hx, hy) of a box around it in canonical coordinates (geogen.figure's parts).
     """
     if not isinstance(kind, str):
         return kind.signed_distance(u)
@@ -137,8 +137,13 @@ def _to_uint8(rgb: np.ndarray) -> np.ndarray:
 def _box(pose_ts: np.ndarray, kind, size: int) -> tuple[int, int, int, int]:
     """Pixel rows/cols (y0, y1, x0, x1) that can touch the slot: its bounding box plus a pixel."""
     if not isinstance(kind, str):
-        corners = _from_canonical(pose_ts, kind.corners)                            # (V, 2)
-        lo, hi = corners.min(0), corners.max(0)
+        # A box (hx, hy) turned by a and scaled by k reaches k (|cos a| hx + |sin a| hy) in x
+        # and k (|sin a| hx + |cos a| hy) in y from its centre.
+        hx, hy = kind.half_extents
+        cx, cy, a, k = (float(v) for v in pose_ts)
+        c, s = abs(np.cos(a)), abs(np.sin(a))
+        ex, ey = k * (c * hx + s * hy), k * (s * hx + c * hy)
+        lo, hi = (cx - ex, cy - ey), (cx + ex, cy + ey)
     elif kind == "circle":
         r = 0.5 * float(pose_ts[3])
         lo, hi = pose_ts[:2] - r, pose_ts[:2] + r                                  # (2,)
@@ -148,6 +153,23 @@ def _box(pose_ts: np.ndarray, kind, size: int) -> tuple[int, int, int, int]:
     x0, y0 = (max(int(np.floor(v)) - 1, 0) for v in lo)
     x1, y1 = (min(int(np.ceil(v)) + 1, size) for v in hi)
     return y0, max(y1, y0), x0, max(x1, x0)
+
+
+def _subsamples_inside(kind, pose_ts: np.ndarray, p: np.ndarray, u: np.ndarray,
+                       offsets: np.ndarray) -> np.ndarray:
+    """Which of the K subsamples around each of M band pixels are inside the shape: (M, K).
+
+    p (M, 2) the pixels' centres, u (M, 2) their canonical coordinates. A Geo shape maps every
+    subsample to canonical coordinates itself (the bytes of Geo's data stay as they were); a
+    shape object moves u by the canonical offsets instead (the map is affine, so u(p + o) =
+    u(p) + A^-1 o) and asks its cheaper `inside`, which its many small parts need.
+    """
+    if isinstance(kind, str):
+        sub = p[:, None, :] + offsets[None]                                        # (M, K, 2)
+        u_sub = _to_canonical(pose_ts, sub.reshape(-1, 2))                         # (M*K, 2)
+        return signed_distance(kind, u_sub).reshape(sub.shape[:2]) < 0
+    step = _to_canonical(np.array([0, 0, pose_ts[2], pose_ts[3]], np.float32), offsets)  # (K, 2)
+    return kind.inside(u[:, None, :] + step[None])                                 # (M, K)
 
 
 def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, size: int,
@@ -196,9 +218,7 @@ def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, s
             cover = (sd < 0).astype(np.float32)                                   # (h, w)
             band = np.abs(sd) < _HALF_DIAG
             if band.any():
-                sub = p[band][:, None, :] + offsets[None]                         # (M, K, 2)
-                u_sub = _to_canonical(pose[t, s], sub.reshape(-1, 2))             # (M*K, 2)
-                inside = signed_distance(kind, u_sub).reshape(sub.shape[:2]) < 0  # (M, K)
+                inside = _subsamples_inside(kind, pose[t, s], p[band], u[band], offsets)
                 cover[band] = inside.sum(-1) * np.float32(1.0 / len(offsets))
             inside_half = cover >= 0.5                                            # (h, w)
             amodal[t, s][win] = inside_half
