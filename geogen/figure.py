@@ -138,8 +138,11 @@ _UARM = (0.19, 0.075)
 _LARM = (0.18, 0.065)
 _ULEG = (0.24, 0.10)
 _LLEG = (0.24, 0.08)
-_SHOULDER_X = 0.5 * _TORSO_W / _TORSO_L - 0.12   # torso canonical units: just inside its side
-_HIP_X = 0.12
+# Joints in the torso's canonical frame (its length 1): a shoulder near the side, so a hanging
+# arm overlaps the torso by about half its width; hips far enough apart that standing legs
+# just miss each other. Both lie inside the torso's rounded corners by more than a pixel.
+_SHOULDER_X = 0.5 * _TORSO_W / _TORSO_L * 0.85 - 0.06   # 0.85: the slimmest build
+_HIP_X = 0.16
 
 # Right-side parts; the left side is their mirror. Limits in radians, + away from the body:
 # a shoulder from across the chest (-0.6, the arm passes over or under the torso) to above
@@ -148,7 +151,7 @@ _HIP_X = 0.12
 _RIGHT: dict[str, PartSpec] = {
     "torso": PartSpec(_TORSO_L, _TORSO_W, "box", (0.0, 0.0), (0.0, 0.0), (-0.35, 0.35)),
     "head": PartSpec(0.15, 0.12, "ellipse", (0.0, -0.42), (0.0, 0.32), (-0.5, 0.5)),
-    "upper_arm": PartSpec(*_UARM, "capsule", (-_SHOULDER_X, -0.40),
+    "upper_arm": PartSpec(*_UARM, "capsule", (-_SHOULDER_X, -0.36),
                           (0.0, -_capsule_end(*_UARM)), (-0.6, 2.8)),
     "lower_arm": PartSpec(*_LARM, "capsule", (0.0, _capsule_end(*_UARM)),
                           (0.0, -_capsule_end(*_LARM)), (-2.3, 0.3)),
