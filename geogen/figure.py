@@ -57,9 +57,23 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True)
-class Ellipse:
-    """Ellipse of length 1 along canonical y and `width` across."""
+class _Part:
+    """A part's shape in its canonical frame: length 1 along y, `width` across."""
     width: float
+
+    @property
+    def half_extents(self) -> tuple[float, float]:
+        return 0.5 * self.width, 0.5
+
+    @property
+    def corners(self) -> np.ndarray:
+        hx, hy = self.half_extents
+        return np.array([[-hx, -hy], [hx, -hy], [hx, hy], [-hx, hy]], np.float32)   # (4, 2)
+
+
+@dataclass(frozen=True)
+class Ellipse(_Part):
+    """Ellipse of length 1 along canonical y and `width` across."""
 
     def signed_distance(self, u: np.ndarray) -> np.ndarray:
         # (|u / axes| - 1) min(axes): scaling by 1/min(axes) at most stretches distances that
@@ -72,21 +86,12 @@ class Ellipse:
         a, b = 0.5 * self.width, 0.5
         return (u[..., 0] / a) ** 2 + (u[..., 1] / b) ** 2 < 1.0
 
-    @property
-    def half_extents(self) -> tuple[float, float]:
-        return 0.5 * self.width, 0.5
-
-    @property
-    def corners(self) -> np.ndarray:
-        return _rectangle(*self.half_extents)
-
 
 @dataclass(frozen=True)
-class RoundedBox:
+class RoundedBox(_Part):
     """Box of length 1 along canonical y and `width` across, corners rounded with `radius`
     (at most width / 2: a capsule)."""
-    width: float
-    radius: float
+    radius: float = 0.0
 
     def signed_distance(self, u: np.ndarray) -> np.ndarray:
         # The exact distance of a rounded box: a box shrunk by r, then grown by r.
@@ -102,18 +107,6 @@ class RoundedBox:
         qx = np.maximum(np.abs(u[..., 0]) - (0.5 * self.width - r), 0)
         qy = np.maximum(np.abs(u[..., 1]) - (0.5 - r), 0)
         return qx * qx + qy * qy < r * r
-
-    @property
-    def half_extents(self) -> tuple[float, float]:
-        return 0.5 * self.width, 0.5
-
-    @property
-    def corners(self) -> np.ndarray:
-        return _rectangle(*self.half_extents)
-
-
-def _rectangle(hx: float, hy: float) -> np.ndarray:
-    return np.array([[-hx, -hy], [hx, -hy], [hx, hy], [-hx, hy]], np.float32)   # (4, 2)
 
 
 @dataclass(frozen=True)
