@@ -178,6 +178,29 @@ def show_data(dataset: str, size: int, pairs: int, supersample: int | None,
                              f"{seed} --out DIR, then pass --data DIR") from None
 
 
+# Data whose Table 1 rows score groups of slots: the paper's Exercise parts are whole limbs,
+# so the articulated figure's rows are its manifest's groups of these names (a leg: the upper
+# and the lower leg); every part is scored on its own as well.
+TABLE1_GROUPS: dict[str, tuple[str, ...]] = {"articulated": ("torso", "left leg", "right leg")}
+
+
+def targets(manifest: dict) -> tuple[tuple[str, ...], dict[str, tuple[int, ...]]]:
+    """(the data's slot names, {Table 1 group: its slot indices}; empty when its rows are the
+    slots themselves), from its manifest."""
+    from geogen.schema import slots_of
+    slots = slots_of(manifest)
+    names = TABLE1_GROUPS.get(str(manifest.get("variant")), ())
+    found = manifest.get("groups") or {}
+    missing = [g for g in names if g not in found]
+    if missing:
+        raise BenchmarkError(f"the manifest names no group {missing[0]!r} of slots; make the "
+                             f"data again with this geogen")
+    try:
+        return slots, {g: tuple(slots.index(p) for p in found[g]) for g in names}
+    except ValueError as err:
+        raise BenchmarkError(f"the manifest's groups name a slot it lacks ({err})") from None
+
+
 def read_checked(root: Path, split: str, fields: tuple[str, ...],
                  limit: int | None) -> dict[str, np.ndarray]:
     """geogen.dataset.read_split with its errors as BenchmarkError."""

@@ -2,7 +2,10 @@
 
 Letters: B batch, T frames, K capsules, H = W image side, F feature size.
 
-Masks and flow are scored on frame 0 of each test pair, the frame whose grid the flow lives on.
+Masks and flow are scored on frame 0 of each test pair, the frame whose grid the flow lives on,
+against the slots the data's manifest names (each its own target); data whose Table 1 rows are
+groups of slots (the articulated figure's whole limbs, `datasets.targets`) is scored on those
+groups as well, under the record's "groups".
 A method that declares `uses_ground_truth = ("flow",)` gets the test pair's ground-truth flow;
 no other method ever sees it.
 """
@@ -14,7 +17,8 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmark.clustering import classification_metrics
-from benchmark.datasets import TRAIN_FEATURES, read_checked, to_flow, to_images
+from benchmark.datasets import (TRAIN_FEATURES, read_checked, read_manifest_checked, targets,
+                                to_flow, to_images)
 from benchmark.errors import BenchmarkError
 from benchmark.metrics import AriScore, FlowScore, SegmentationScore
 from benchmark.registry import LoadedModel, Method, Prediction
@@ -54,7 +58,9 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
     if loaded.image_size != size:
         raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px images but "
                              f"{data_root} holds {size} px; pass matching --data")
-    seg, flow, ari = None, FlowScore(), AriScore()
+    slots, groups = targets(read_manifest_checked(data_root))
+    seg = grouped = None
+    flow, ari = FlowScore(), AriScore()
     test_feats = []
     bar = tqdm(range(0, n, EVAL_BATCH), desc="evaluate test", unit="batch", disable=not progress)
     for i in bar:
@@ -62,9 +68,15 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
         gt_flow = test["flow"][i:j, 0]  # (B, H, W, 2)
         pred = predict(method, loaded.model, test["frames"][i:j], gt_flow)
         pred.check(j - i, size)
-        seg = seg or SegmentationScore(K=pred.masks.shape[1])
+        K = pred.masks.shape[1]
+        seg = seg or SegmentationScore(K=K, names=slots)
         vis = test["visible"][i:j, 0]  # (B, H, W)
         seg.update(pred.masks, pred.visible, test["amodal"][i:j, 0], vis, test["present"][i:j])
+        if groups:
+            grouped = grouped or SegmentationScore(K=K, names=tuple(groups),
+                                                   members=tuple(groups.values()))
+            grouped.update(pred.masks, pred.visible, test["amodal"][i:j, 0], vis,
+                           test["present"][i:j])
         if pred.flow is not None:
             flow.update(pred.flow, gt_flow, vis)
         ari.update(pred.visible, vis)
@@ -77,6 +89,8 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
                    for i in tqdm(range(0, len(train["label"]), EVAL_BATCH), desc="embed train",
                                  unit="batch", disable=not progress)]
     out = {**seg.compute(), **flow.compute(), **ari.compute()}
+    if grouped is not None:
+        out["groups"] = grouped.compute()
     out.update(classification_metrics(np.concatenate(train_feats), train["label"],
                                       np.concatenate(test_feats), test["label"], random_state,
                                       standardised=method.standardise_features))

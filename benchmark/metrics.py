@@ -1,7 +1,8 @@
 """Part metrics over numpy arrays: mask IoU with capsule-to-slot matching, flow EPE, ARI.
 
-Letters: B images in a batch, K capsules (predicted parts), S = 3 ground-truth shape
-slots (geogen.schema.SLOTS), T thresholds of the sweep, H, W image side, P = H * W pixels.
+Letters: B images in a batch, K capsules (predicted parts), S ground-truth slots (the data's:
+Geo's 3 shapes, the articulated figure's 10 parts; its manifest names them), G scored targets
+(the slots, or groups of them), T thresholds of the sweep, H, W image side, P = H * W pixels.
 
 Every metric is an accumulator over sufficient statistics, so 10k test images are
 scored batch by batch with memory independent of N:
@@ -26,6 +27,10 @@ then threshold at 0.5):
   prediction scores 1).
 - "all" is the mean over present (image, slot) pairs, not the mean of the three
   per-class numbers: circle is present in every image, so it weighs more.
+- Targets: by default each slot is one target. A grouping (`members`) scores unions of slots
+  instead, e.g. a whole leg for the upper and lower leg: its amodal mask is the union of its
+  slots' amodal masks, its visible mask the union of their visible masks, and it is present
+  where any of its slots is; the matching and every number above then run over the groups.
 - Fixed assignment: one capsule per slot, chosen once by Hungarian matching
   (maximising) on the test-set mean IoU matrix; capsule identities are meant to be
   stable across images. Amodal and visible IoU each choose their own, on their own
@@ -46,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from geogen.schema import BACKGROUND, S, SLOTS
+from geogen.schema import BACKGROUND, SLOTS
 
 THRESHOLD = 0.5  # a value above this puts the pixel inside the mask
 SWEEP = (0.3, 0.5, 0.7)  # the thresholds of the visible IoU sweep
@@ -90,10 +95,15 @@ def visible_masks(visible: np.ndarray, threshold: float = THRESHOLD) -> np.ndarr
     return visible > threshold
 
 
-def slot_masks(visible_map: np.ndarray) -> np.ndarray:
+def slot_masks(visible_map: np.ndarray, slots: int = len(SLOTS)) -> np.ndarray:
     """The `visible` label map (B, H, W) uint8 as one bool mask per slot (B, S, H, W)."""
-    labels = np.arange(S, dtype=visible_map.dtype) + 1  # slot s is s + 1
+    labels = np.arange(slots, dtype=visible_map.dtype) + 1  # slot s is s + 1
     return visible_map[:, None, :, :] == labels[None, :, None, None]
+
+
+def group_masks(masks: np.ndarray, members: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """Per-slot values (B, S, ...) bool -> per-group unions (B, G, ...)."""
+    return np.stack([masks[:, list(m)].any(1) for m in members], 1)
 
 
 def _per_image_matched(iou: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -101,7 +111,7 @@ def _per_image_matched(iou: np.ndarray, present: np.ndarray) -> np.ndarray:
 
     iou: (B, K, S); present: (B, S) bool.
     """
-    out = np.zeros(S)
+    out = np.zeros(iou.shape[2])
     for b in range(iou.shape[0]):
         slots = np.flatnonzero(present[b])
         caps = hungarian(iou[b][:, slots])  # (S',)
@@ -112,9 +122,13 @@ def _per_image_matched(iou: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 @dataclass
 class SegmentationScore:
-    """Amodal and visible IoU of K predicted masks against the S shape slots."""
+    """Amodal and visible IoU of K predicted masks against G targets: the data's S slots
+    (`names` the slot names), or groups of them (`members`: each group's slot indices).
+    The sums below are over targets; S in their shapes reads G under a grouping."""
 
     K: int
+    names: tuple[str, ...] = SLOTS
+    members: tuple[tuple[int, ...], ...] | None = None
     amodal_sum: np.ndarray = field(init=False)  # (K, S) sum of per-image amodal IoU
     visible_sum: np.ndarray = field(init=False)  # (T, K, S) same for visible masks, per threshold
     count: np.ndarray = field(init=False)  # (S,) images where the slot is present
@@ -125,6 +139,9 @@ class SegmentationScore:
     ceiling_sum: np.ndarray = field(init=False)  # (S,) IoU of gt visible against gt amodal
 
     def __post_init__(self) -> None:
+        if self.members is not None and len(self.members) != len(self.names):
+            raise ValueError(f"{len(self.names)} target names for {len(self.members)} groups")
+        S = len(self.names)
         self.amodal_sum = np.zeros((self.K, S))
         self.visible_sum = np.zeros((len(SWEEP), self.K, S))
         self.count = np.zeros(S, dtype=np.int64)
@@ -147,7 +164,14 @@ class SegmentationScore:
         """
         if masks.shape[1] != self.K:
             raise ValueError(f"expected {self.K} capsules, got {masks.shape[1]}")
-        gt_vis = slot_masks(gt_visible)  # (B, S, H, W)
+        gt_vis = slot_masks(gt_visible, gt_amodal.shape[1])  # (B, S, H, W)
+        if self.members is not None:  # each group: the union of its slots
+            gt_amodal = group_masks(gt_amodal, self.members)  # (B, G, H, W)
+            gt_vis = group_masks(gt_vis, self.members)  # (B, G, H, W)
+            present = group_masks(present, self.members)  # (B, G)
+        if gt_amodal.shape[1] != len(self.names):
+            raise ValueError(f"expected {len(self.names)} ground-truth slots, "
+                             f"got {gt_amodal.shape[1]}")
         w = present[:, None, :].astype(np.float64)  # (B, 1, S)
         amodal_iou = iou_matrix(masks > THRESHOLD, gt_amodal)  # (B, K, S)
         self.amodal_sum += (amodal_iou * w).sum(0)
@@ -171,42 +195,46 @@ class SegmentationScore:
         """Fixed assignment on the amodal masks: the capsule for each slot, (S,) (-1 if K < S)."""
         return hungarian(self.mean_matrix())
 
+    def _per_class(self, sums: np.ndarray, count: np.ndarray) -> dict:
+        return _per_class(sums, count, self.names)
+
     def compute(self) -> dict:
         """Per-class and "all" numbers for both matchings, the sweep, mBO, the ceiling and
         both fixed assignments."""
         caps = self.assignment()  # (S,)
         per_count = np.maximum(self.count, 1)[None, :]  # (1, S)
         vcaps = [hungarian(sums / per_count) for sums in self.visible_sum]  # T x (S,)
-        sweep = {f"{t:.1f}": _per_class(_fixed(sums, c), self.count)
+        names, per = self.names, self._per_class
+        sweep = {f"{t:.1f}": per(_fixed(sums, c), self.count)
                  for t, sums, c in zip(SWEEP, self.visible_sum, vcaps)}
         visible_caps = vcaps[MAIN]  # (S,)
         return {
             "segmentation_rule": SEGMENTATION_RULE,
-            "amodal_iou": _per_class(_fixed(self.amodal_sum, caps), self.count),
-            "amodal_iou_per_image": _per_class(self.per_image_amodal, self.count),
+            "amodal_iou": per(_fixed(self.amodal_sum, caps), self.count),
+            "amodal_iou_per_image": per(self.per_image_amodal, self.count),
             "visible_iou": sweep[f"{THRESHOLD:.1f}"],  # the sweep's 0.5 entry
-            "visible_iou_per_image": _per_class(self.per_image_visible, self.count),
+            "visible_iou_per_image": per(self.per_image_visible, self.count),
             "visible_iou_sweep": sweep,
-            "visible_mbo": _per_class(self.best_visible, self.seen),
-            "ceiling": _per_class(self.ceiling_sum, self.count),
-            "assignment": {SLOTS[s]: int(caps[s]) for s in range(S)},
-            "visible_assignment": {SLOTS[s]: int(visible_caps[s]) for s in range(S)},
-            "count": {SLOTS[s]: int(self.count[s]) for s in range(S)},
-            "visible_count": {SLOTS[s]: int(self.seen[s]) for s in range(S)},
+            "visible_mbo": per(self.best_visible, self.seen),
+            "ceiling": per(self.ceiling_sum, self.count),
+            "assignment": {n: int(caps[s]) for s, n in enumerate(names)},
+            "visible_assignment": {n: int(visible_caps[s]) for s, n in enumerate(names)},
+            "count": {n: int(self.count[s]) for s, n in enumerate(names)},
+            "visible_count": {n: int(self.seen[s]) for s, n in enumerate(names)},
         }
 
 
 def _fixed(sums: np.ndarray, caps: np.ndarray) -> np.ndarray:
     """(S,) IoU sums of the assigned capsule of each slot; 0 where a slot has none."""
-    out = np.zeros(S)
+    out = np.zeros(len(caps))
     ok = caps >= 0
     out[ok] = sums[caps[ok], np.flatnonzero(ok)]
     return out
 
 
-def _per_class(sums: np.ndarray, count: np.ndarray) -> dict:
+def _per_class(sums: np.ndarray, count: np.ndarray, names: tuple[str, ...] = SLOTS) -> dict:
     """Mean per slot and over all present (image, slot) pairs; None where never present."""
-    out = {SLOTS[s]: (float(sums[s] / count[s]) if count[s] else None) for s in range(S)}
+    out = {n: (float(sums[s] / count[s]) if count[s] else None) for s, n in enumerate(names)}
     out["all"] = float(sums.sum() / count.sum()) if count.sum() else None
     return out
 

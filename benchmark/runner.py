@@ -289,7 +289,7 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
         for kind in ("amodal", "visible"):
             iou = metrics[f"{kind}_iou"]
             echo(f"{kind} IoU (fixed assignment): all {_fmt(iou['all'])}, "
-                 + ", ".join(f"{k} {_fmt(iou[k])}" for k in ("circle", "square", "triangle")))
+                 + ", ".join(f"{k} {_fmt(v)}" for k, v in iou.items() if k != "all"))
         written.append(path)
     return written
 

@@ -90,6 +90,12 @@ BY_VARIANT: dict[str, dict[str, tuple[Any, str]]] = {
         "model.enc_norm": (8, "GroupNorm finds the textured shapes on photographs sooner: "
                               "\"GroupNorm in Geo+ training\""),
     },
+    "articulated": {
+        "model.num_capsules": (16, "the paper's Exercise setting, K = 16: ten parts and spares: "
+                                   "\"The articulated figures' capsules\""),
+        "model.capsule_dim": (16, "the paper's Exercise setting, C = 16 (|s| = 11): "
+                                  "\"The articulated figures' capsules\""),
+    },
 }
 # The variant whose training pairs (TrainConfig.mix_data) data of a variant also trains on.
 MIX_WITH: dict[str, str] = {"geo+": "geo"}

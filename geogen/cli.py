@@ -69,7 +69,7 @@ def parse_indices(text: str) -> list[int]:
 
 @click.group()
 def main():
-    """Geo / Geo+ dataset generator (see geogen/schema.py for the data contract)."""
+    """Geo / Geo+ / articulated dataset generator (see geogen/schema.py for the data contract)."""
 
 
 @main.command(epilog="\b\nExample:\n  geogen make --variant geo --n 1000 --val 100 --test 100 "
@@ -163,18 +163,21 @@ def info(root):
     m = parts[0].manifest
     labels = {p.name: p.read(("label",))["label"] for p in parts}
     sizes = _field_bytes(parts)
+    classes, slots = schema.classes_of(m), schema.slots_of(m)
     click.echo(f"{root}: variant {m.get('variant')}, size {parts[0].size}, frames "
                f"{parts[0].frames}, seed {m.get('seed')}, generator {m.get('generator_version')}")
-    click.echo("split   samples  class balance (" + ", ".join(schema.CLASSES) + ")  on disk")
+    if slots != schema.SLOTS:
+        click.echo(f"slots ({len(slots)}): {', '.join(slots)}")
+    click.echo("split   samples  class balance (" + ", ".join(classes) + ")  on disk")
     for part in parts:
-        freq = np.bincount(labels[part.name], minlength=len(schema.CLASSES)) / max(1, part.count)
+        freq = np.bincount(labels[part.name], minlength=len(classes)) / max(1, part.count)
         disk = sum(path.stat().st_size for path, _ in part.shards)
         click.echo(f"{part.name:6s} {part.count:8d}  " + " ".join(f"{f:.3f}" for f in freq)
                    + f"  {disk / 1e6:.1f} MB")
     click.echo("field     dtype    per-sample shape  on disk  meaning")
     for name, stored in sizes.items():
         spec = schema.FIELDS[name]
-        shape = schema.sample_shape(name, parts[0].frames, parts[0].size)
+        shape = schema.sample_shape(name, parts[0].frames, parts[0].size, len(slots))
         click.echo(f"{name:9s} {str(spec.dtype):8s} {str(shape):17s} "
                    f"{stored / 1e6:6.1f} MB  {spec.doc}")
 
@@ -220,7 +223,7 @@ def show(root, split, index, out):
     image_format(out)  # an unknown extension is refused before any data is read
     check_output_file(out, "-o")
     sheet = contact_sheet(Path(root), split, parse_indices(index), out)
-    click.echo(f"wrote {sheet.path}; {legend(sheet.max_flow)}")
+    click.echo(f"wrote {sheet.path}; {legend(sheet.max_flow, sheet.slots)}")
 
 
 if __name__ == "__main__":  # `python -m geogen.cli`, as on a machine without the console scripts

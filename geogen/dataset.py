@@ -43,6 +43,7 @@ class Split:
     manifest: dict
     size: int
     frames: int                              # T
+    slots: tuple[str, ...]                   # the S slot names (schema.slots_of)
     fields: tuple[str, ...]                  # the fields its shards store
     shards: tuple[tuple[Path, int], ...]     # (path, rows) of each shard, in index order
 
@@ -121,7 +122,7 @@ class Split:
             if name not in self.fields or name not in schema.FIELDS:
                 raise GeogenError(f"field {name!r} is not stored here "
                                   f"(stored: {', '.join(self.fields)})")
-            stored = schema.sample_shape(name, self.frames, self.size)
+            stored = schema.sample_shape(name, self.frames, self.size, len(self.slots))
             pick, shape = (), stored
             if name in t:
                 pick, shape = self._pick(name, t[name], stored)
@@ -135,7 +136,8 @@ class Split:
     def _pick(self, name: str, pick: Pick, stored: tuple[int, ...]) -> tuple[tuple, tuple]:
         """(index into a sample, per-sample shape) for a frame index or range of `name`."""
         # A field has a frame axis when its first dimension follows T (T or T - 1 long).
-        if not stored or stored[0] == schema.sample_shape(name, self.frames + 1, self.size)[0]:
+        if not stored or stored[0] == schema.sample_shape(name, self.frames + 1, self.size,
+                                                          len(self.slots))[0]:
             raise GeogenError(f"field {name!r} has no frame axis")
         n = stored[0]
         if isinstance(pick, (int, np.integer)) and not isinstance(pick, bool):
@@ -213,6 +215,7 @@ def open_split(root: str | Path, split: str) -> Split:
         size, frames = int(manifest["size"]), int(manifest["frames"])
         count = int(manifest["counts"].get(split, 0))
         fields = tuple(manifest.get("fields", schema.REQUIRED_FIELDS))
+        slots = schema.slots_of(manifest)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise GeogenError(f"{root / shards.MANIFEST}: malformed "
                           f"({err.__class__.__name__}: {err})") from None
@@ -225,7 +228,9 @@ def open_split(root: str | Path, split: str) -> Split:
     unknown = [name for name in fields if name not in schema.FIELDS]
     if unknown:
         raise GeogenError(f"{root / shards.MANIFEST}: names unknown field {unknown[0]!r}")
-    return Split(root, split, manifest, size, frames, fields, parts)
+    if not slots or not all(isinstance(name, str) for name in slots):
+        raise GeogenError(f"{root / shards.MANIFEST}: malformed (slots {list(slots)})")
+    return Split(root, split, manifest, size, frames, slots, fields, parts)
 
 
 def read_split(root: str | Path, split: str, fields: Sequence[str],

@@ -161,7 +161,8 @@ def _plan(config: MakeConfig) -> list[tuple[str, int, int, int]]:
 
 def _units(config: MakeConfig, shard: tuple[str, int, int, int], chunk_n: int) -> Iterator[_Unit]:
     split, k, first, count = shard
-    largest = max(int(np.prod(schema.sample_shape(f, config.frames, config.size))) *
+    slots = len(get_variant(config.variant).slots)
+    largest = max(int(np.prod(schema.sample_shape(f, config.frames, config.size, slots))) *
                   schema.FIELDS[f].dtype.itemsize for f in schema.REQUIRED_FIELDS)
     step = chunk_n * max(1, UNIT_BYTES // (largest * chunk_n))
     for local in range(0, count, step):
@@ -313,7 +314,7 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
     used_sources = variant.sources(config) if variant.sources else None
     _stopping(stop)
     root = _prepare_out(config, resume, force)
-    chunk_n = shards.chunk_samples(config.size, config.frames)
+    chunk_n = shards.chunk_samples(config.size, config.frames, len(variant.slots))
     fields = variant.fields
     plan = _plan(config)
     todo = [s for s in plan
@@ -345,7 +346,8 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
                 writer = shards.ShardWriter(
                     _shard_file(root, *key), count, fields, config.frames,
                     config.size, chunk_n, dict(attrs_common, split=unit.split,
-                                               first_index=first, count=count))
+                                               first_index=first, count=count),
+                    slots=len(variant.slots))
             for name, blobs in chunks.items():
                 for j, blob in enumerate(blobs):
                     writer.write_chunk(unit.local + j * chunk_n, name, blob)
@@ -378,6 +380,7 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
                            for sp, k, first, count in plan if sp == split]
                    for split in schema.SPLITS},
     }
+    manifest.update(variant.manifest_entries)   # slots, classes, ... (none for Geo's slots)
     if used_sources is not None:
         manifest["sources"] = used_sources
     try:

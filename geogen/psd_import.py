@@ -244,7 +244,7 @@ def placeholders(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for name in schema.REQUIRED_FIELDS:
         if name not in out:
             spec = schema.FIELDS[name]
-            out[name] = np.full((n,) + spec.shape(T, size), fill[name], spec.dtype)
+            out[name] = np.full((n,) + spec.shape(T, size, schema.S), fill[name], spec.dtype)
     return out
 
 

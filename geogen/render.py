@@ -65,12 +65,17 @@ class FlatAppearance:
         return self.bg                                                 # (3,)
 
 
-def signed_distance(kind: str, u: np.ndarray) -> np.ndarray:
+def signed_distance(kind, u: np.ndarray) -> np.ndarray:
     """Signed distance (negative inside) of canonical points u (..., 2) to a unit shape.
 
     Exact inside; outside it never exceeds the true distance (square and triangle use the max of
     edge distances), which is all the band test needs: a point called far outside is.
+    `kind` is a Geo shape's name or an object with `signed_distance(u)` that keeps the same
+    promise on both sides of its edge, `inside(u)` (signed distance < 0) and `half_extents`
+    (hx, hy) of a box around it in canonical coordinates (geogen.figure's parts).
     """
+    if not isinstance(kind, str):
+        return kind.signed_distance(u)
     ux, uy = u[..., 0], u[..., 1]
     if kind == "circle":
         return np.sqrt(ux * ux + uy * uy) - 0.5
@@ -91,16 +96,20 @@ def _to_canonical(pose: np.ndarray, xy: np.ndarray) -> np.ndarray:
     d = xy - np.array([cx, cy], np.float32)                                       # (N, 2)
     if s == 0.0:   # no rotation (all of Geo): a scaled shift
         return d * inv
-    return np.stack([c * d[:, 0] + s * d[:, 1], c * d[:, 1] - s * d[:, 0]], -1)  # (N, 2)
+    out = np.empty_like(d)                                                        # (N, 2)
+    np.add(c * d[:, 0], s * d[:, 1], out=out[:, 0])
+    np.subtract(c * d[:, 1], s * d[:, 0], out=out[:, 1])
+    return out
 
 
 def _from_canonical(pose: np.ndarray, u: np.ndarray) -> np.ndarray:
     """xy = centre + size * R(angle) u for one pose (4,) and u (N, 2) -> (N, 2)."""
     cx, cy, a, k = (float(v) for v in pose)
     c, s = np.float32(np.cos(a) * k), np.float32(np.sin(a) * k)
-    x = cx + c * u[:, 0] - s * u[:, 1]                                             # (N,)
-    y = cy + s * u[:, 0] + c * u[:, 1]                                             # (N,)
-    return np.stack([x, y], -1).astype(np.float32)                                # (N, 2)
+    out = np.empty(u.shape, np.float32)                                           # (N, 2)
+    out[:, 0] = cx + c * u[:, 0] - s * u[:, 1]
+    out[:, 1] = cy + s * u[:, 0] + c * u[:, 1]
+    return out
 
 
 @functools.lru_cache(maxsize=8)
@@ -125,9 +134,17 @@ def _to_uint8(rgb: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(rgb * np.float32(255.0)), 0, 255).astype(np.uint8)
 
 
-def _box(pose_ts: np.ndarray, kind: str, size: int) -> tuple[int, int, int, int]:
+def _box(pose_ts: np.ndarray, kind, size: int) -> tuple[int, int, int, int]:
     """Pixel rows/cols (y0, y1, x0, x1) that can touch the slot: its bounding box plus a pixel."""
-    if kind == "circle":
+    if not isinstance(kind, str):
+        # A box (hx, hy) turned by a and scaled by k reaches k (|cos a| hx + |sin a| hy) in x
+        # and k (|sin a| hx + |cos a| hy) in y from its centre.
+        hx, hy = kind.half_extents
+        cx, cy, a, k = (float(v) for v in pose_ts)
+        c, s = abs(np.cos(a)), abs(np.sin(a))
+        ex, ey = k * (c * hx + s * hy), k * (s * hx + c * hy)
+        lo, hi = (cx - ex, cy - ey), (cx + ex, cy + ey)
+    elif kind == "circle":
         r = 0.5 * float(pose_ts[3])
         lo, hi = pose_ts[:2] - r, pose_ts[:2] + r                                  # (2,)
     else:
@@ -138,8 +155,26 @@ def _box(pose_ts: np.ndarray, kind: str, size: int) -> tuple[int, int, int, int]
     return y0, max(y1, y0), x0, max(x1, x0)
 
 
+def _subsamples_inside(kind, pose_ts: np.ndarray, p: np.ndarray, u: np.ndarray,
+                       offsets: np.ndarray) -> np.ndarray:
+    """Which of the K subsamples around each of M band pixels are inside the shape: (M, K).
+
+    p (M, 2) the pixels' centres, u (M, 2) their canonical coordinates. A Geo shape maps every
+    subsample to canonical coordinates itself (the bytes of Geo's data stay as they were); a
+    shape object moves u by the canonical offsets instead (the map is affine, so u(p + o) =
+    u(p) + A^-1 o) and asks its cheaper `inside`, which its many small parts need.
+    """
+    if isinstance(kind, str):
+        sub = p[:, None, :] + offsets[None]                                        # (M, K, 2)
+        u_sub = _to_canonical(pose_ts, sub.reshape(-1, 2))                         # (M*K, 2)
+        return signed_distance(kind, u_sub).reshape(sub.shape[:2]) < 0
+    step = _to_canonical(np.array([0, 0, pose_ts[2], pose_ts[3]], np.float32), offsets)  # (K, 2)
+    return kind.inside(u[:, None, :] + step[None])                                 # (M, K)
+
+
 def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, size: int,
-                supersample: int = 5) -> dict[str, np.ndarray]:
+                supersample: int = 5, kinds: tuple = schema.SLOTS,
+                order: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
     """Render T frames of S slots at side `size`.
 
     Work is confined to each slot's bounding box, so its cost grows with the shapes' area.
@@ -150,6 +185,8 @@ def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, s
         appearance: fill and background colours.
         size: image side H = W in pixels.
         supersample: SS, the per-axis subsample count in the edge band.
+        kinds: (S,) each slot's shape (`signed_distance`); Geo's slot names by default.
+        order: the slots back to front (each drawn over those before it); None: slot order.
     Returns:
         frames, flow, flow_bw, amodal, visible as in geogen.schema.
     """
@@ -167,7 +204,8 @@ def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, s
     visible = np.zeros((T, H, W), np.uint8)   # schema.BACKGROUND where no slot holds the pixel
     boxes: dict[tuple[int, int], tuple] = {}   # (t, s) -> (box slices, canonical coords there)
     for t in range(T):
-        for s, kind in enumerate(schema.SLOTS):   # back to front: each slot goes over the last
+        for s in (range(S) if order is None else order):   # back to front: each over the last
+            kind = kinds[s]
             if not present[s]:
                 continue
             y0, y1, x0, x1 = _box(pose[t, s], kind, size)
@@ -180,9 +218,7 @@ def render_clip(pose: np.ndarray, present: np.ndarray, appearance: Appearance, s
             cover = (sd < 0).astype(np.float32)                                   # (h, w)
             band = np.abs(sd) < _HALF_DIAG
             if band.any():
-                sub = p[band][:, None, :] + offsets[None]                         # (M, K, 2)
-                u_sub = _to_canonical(pose[t, s], sub.reshape(-1, 2))             # (M*K, 2)
-                inside = signed_distance(kind, u_sub).reshape(sub.shape[:2]) < 0  # (M, K)
+                inside = _subsamples_inside(kind, pose[t, s], p[band], u[band], offsets)
                 cover[band] = inside.sum(-1) * np.float32(1.0 / len(offsets))
             inside_half = cover >= 0.5                                            # (h, w)
             amodal[t, s][win] = inside_half

@@ -22,8 +22,9 @@ SHARD_BYTES = 40 << 10    # HDF5's metadata in a shard: 38-40 kB measured, more 
 
 def raw_sample_bytes(config) -> int:
     """One sample's bytes uncompressed: its fields' shapes and dtypes in the schema."""
-    return sum(int(np.prod(schema.sample_shape(f, config.frames, config.size)))
-               * schema.FIELDS[f].dtype.itemsize for f in get_variant(config.variant).fields)
+    variant = get_variant(config.variant)
+    return sum(int(np.prod(schema.sample_shape(f, config.frames, config.size, len(variant.slots))))
+               * schema.FIELDS[f].dtype.itemsize for f in variant.fields)
 
 
 def stored_sample_bytes(config) -> float:

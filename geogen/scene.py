@@ -61,6 +61,10 @@ class Scene:
     colours: np.ndarray     # (S, 3) uint8 flat colour of each slot
     background: np.ndarray  # (3,) uint8 flat background colour
     extra: dict = field(default_factory=dict)   # optional schema fields (e.g. Geo+ sources)
+    # The shape of each slot (geogen.render.signed_distance: a Geo name or a shape object) and
+    # the drawing order, back to front; Geo's are its slot names and slot order.
+    kinds: tuple = schema.SLOTS
+    order: tuple[int, ...] | None = None   # None: slot order
 
 
 def _dominant_colours(rng: np.random.Generator) -> np.ndarray:

@@ -3,11 +3,15 @@
 The writer (`geogen.shards`), the reader (`geogen.dataset`), the metrics and the
 README all read this module; nothing else defines a field.
 
-Letters: N samples, T frames per clip, S = 3 shape slots, H = W = image side.
+Letters: N samples, T frames per clip, S slots (Geo's 3 shapes, or a variant's parts),
+H = W = image side.
 
 Conventions
-- Slots are in the fixed order circle, square, triangle (index 0, 1, 2); depth order
-  is the same: the circle is at the back, the triangle in front.
+- The slots are the variant's: Geo's (and Geo+'s) are the fixed order circle, square,
+  triangle (index 0, 1, 2), and its depth order is the same (the circle at the back, the
+  triangle in front). A variant with other slots (the articulated figure's ten parts) names
+  them in the manifest's `slots` and stores its per-sample depth order in `depth`; a manifest
+  without `slots` has Geo's three (`slots_of`), so every Geo folder stays as it was.
 - Image coordinates: x is the column, y the row, in pixels; pixel (x, y) covers
   [x, x+1) x [y, y+1) and its centre is (x + 0.5, y + 0.5).
 - `flow` is forward flow from frame t to t+1 in pixels, (dx, dy): the point seen at
@@ -36,7 +40,7 @@ import numpy as np
 
 SCHEMA_VERSION = 1
 
-SLOTS: tuple[str, ...] = ("circle", "square", "triangle")
+SLOTS: tuple[str, ...] = ("circle", "square", "triangle")   # Geo's slots
 S = len(SLOTS)
 BACKGROUND = 0  # value of `visible` on the background; slot s is s + 1
 
@@ -52,11 +56,21 @@ CLASS_PRESENCE: tuple[tuple[bool, bool, bool], ...] = (
 )
 CLASS_PRIOR: tuple[float, ...] = (0.1, 0.2, 0.2, 0.5)
 SPLITS: tuple[str, ...] = ("train", "val", "test")
-VARIANTS: tuple[str, ...] = ("geo", "geo+")   # what `geogen make` makes
+VARIANTS: tuple[str, ...] = ("geo", "geo+", "articulated")   # what `geogen make` makes
 # Import-only variants: folders converted from other formats (`geogen import-psd`); same
 # shards and readers, never generated.
 IMPORT_VARIANTS: tuple[str, ...] = ("psd",)
 MIN_SIZE, MAX_SIZE = 32, 512
+
+
+def slots_of(manifest: dict) -> tuple[str, ...]:
+    """The slot names of a generated folder: its manifest's `slots`, else Geo's three."""
+    return tuple(manifest.get("slots", SLOTS))
+
+
+def classes_of(manifest: dict) -> tuple[str, ...]:
+    """The class names that `label` numbers in a folder: its manifest's `classes`, else Geo's."""
+    return tuple(manifest.get("classes", CLASSES))
 
 
 def class_of_draw(draw: int) -> int:
@@ -73,28 +87,35 @@ def class_of_draw(draw: int) -> int:
 @dataclass(frozen=True)
 class Field:
     dtype: np.dtype
-    shape: Callable[[int, int], tuple[int, ...]]  # (T, H) -> per-sample shape
+    shape: Callable[[int, int, int], tuple[int, ...]]  # (T, H, S) -> per-sample shape
     doc: str
     required: bool = True
 
 
 FIELDS: dict[str, Field] = {
-    "frames": Field(np.dtype(np.uint8), lambda T, H: (T, H, H, 3), "RGB frames"),
-    "flow": Field(np.dtype(np.float32), lambda T, H: (T - 1, H, H, 2),
+    "frames": Field(np.dtype(np.uint8), lambda T, H, S: (T, H, H, 3), "RGB frames"),
+    "flow": Field(np.dtype(np.float32), lambda T, H, S: (T - 1, H, H, 2),
                   "forward flow t -> t+1 in pixels, (dx, dy), on frame t's grid"),
-    "flow_bw": Field(np.dtype(np.float32), lambda T, H: (T - 1, H, H, 2),
+    "flow_bw": Field(np.dtype(np.float32), lambda T, H, S: (T - 1, H, H, 2),
                      "backward flow t+1 -> t in pixels, (dx, dy), on frame t+1's grid"),
-    "amodal": Field(np.dtype(bool), lambda T, H: (T, S, H, H),
+    "amodal": Field(np.dtype(bool), lambda T, H, S: (T, S, H, H),
                     "full silhouette of each slot, occlusion ignored; all False if absent"),
-    "visible": Field(np.dtype(np.uint8), lambda T, H: (T, H, H),
+    "visible": Field(np.dtype(np.uint8), lambda T, H, S: (T, H, H),
                      "0 background, s+1 where slot s is the front-most"),
-    "present": Field(np.dtype(bool), lambda T, H: (S,), "which slots are in the scene"),
-    "label": Field(np.dtype(np.int64), lambda T, H: (), "presence class id, see CLASSES"),
-    "pose": Field(np.dtype(np.float32), lambda T, H: (T, S, 4),
+    "present": Field(np.dtype(bool), lambda T, H, S: (S,), "which slots are in the scene"),
+    "label": Field(np.dtype(np.int64), lambda T, H, S: (), "presence class id, see CLASSES"),
+    "pose": Field(np.dtype(np.float32), lambda T, H, S: (T, S, 4),
                   "centre x, centre y (pixels), angle (radians), size (pixels)"),
     # Geo+ only: which source images a sample drew, for auditing (-1 where none).
-    "bg_source": Field(np.dtype(np.int32), lambda T, H: (), "index of the background image", False),
-    "tex_source": Field(np.dtype(np.int32), lambda T, H: (S,), "index of each slot's texture", False),
+    "bg_source": Field(np.dtype(np.int32), lambda T, H, S: (), "index of the background image", False),
+    "tex_source": Field(np.dtype(np.int32), lambda T, H, S: (S,), "index of each slot's texture", False),
+    # Articulated only: the kinematic tree's state (geogen.figure).
+    "joint_angle": Field(np.dtype(np.float32), lambda T, H, S: (T, S),
+                         "each part's angle relative to its parent's (radians; the root's "
+                         "is its angle on the image)", False),
+    "depth": Field(np.dtype(np.uint8), lambda T, H, S: (S,),
+                   "each slot's drawing rank, 0 at the back (visible names the front-most)",
+                   False),
 }
 
 REQUIRED_FIELDS: tuple[str, ...] = tuple(k for k, f in FIELDS.items() if f.required)
@@ -106,11 +127,11 @@ SHARD_ATTRS: tuple[str, ...] = (
 )
 
 
-def sample_shape(name: str, frames: int, size: int) -> tuple[int, ...]:
-    return FIELDS[name].shape(frames, size)
+def sample_shape(name: str, frames: int, size: int, slots: int = S) -> tuple[int, ...]:
+    return FIELDS[name].shape(frames, size, slots)
 
 
-def check_sample(sample: dict[str, np.ndarray], frames: int, size: int) -> None:
+def check_sample(sample: dict[str, np.ndarray], frames: int, size: int, slots: int = S) -> None:
     """Raise ValueError if a sample's arrays do not follow the contract."""
     for name in REQUIRED_FIELDS:
         if name not in sample:
@@ -120,7 +141,7 @@ def check_sample(sample: dict[str, np.ndarray], frames: int, size: int) -> None:
             raise ValueError(f"unknown field {name!r}")
         arr = np.asarray(arr)
         spec = FIELDS[name]
-        want = spec.shape(frames, size)
+        want = spec.shape(frames, size, slots)
         if arr.shape != want or arr.dtype != spec.dtype:
             raise ValueError(
                 f"field {name!r}: got {arr.dtype}{list(arr.shape)}, want {spec.dtype}{list(want)}")

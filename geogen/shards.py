@@ -35,9 +35,9 @@ def shard_name(index: int) -> str:
     return f"shard-{index:05d}.h5"
 
 
-def chunk_samples(size: int, frames: int) -> int:
+def chunk_samples(size: int, frames: int, slots: int = schema.S) -> int:
     """Samples per HDF5 chunk: small groups, so reading one sample decompresses little."""
-    largest = max(int(np.prod(schema.sample_shape(k, frames, size))) * f.dtype.itemsize
+    largest = max(int(np.prod(schema.sample_shape(k, frames, size, slots))) * f.dtype.itemsize
                   for k, f in schema.FIELDS.items())
     return int(max(1, min(32, CHUNK_BYTES // largest)))
 
@@ -59,7 +59,7 @@ class ShardWriter:
     """One shard, written chunk by chunk under a temporary name; `close` renames it."""
 
     def __init__(self, path: Path, count: int, fields: tuple[str, ...], frames: int, size: int,
-                 chunk_n: int, attrs: dict, level: int = DEFLATE_LEVEL):
+                 chunk_n: int, attrs: dict, level: int = DEFLATE_LEVEL, slots: int = schema.S):
         self.path = Path(path)
         self.tmp = self.path.with_name(self.path.name + TMP_SUFFIX)
         self.chunk_n = chunk_n
@@ -68,7 +68,7 @@ class ShardWriter:
             self.file.attrs[key] = value
         for name in fields:
             spec = schema.FIELDS[name]
-            shape = schema.sample_shape(name, frames, size)
+            shape = schema.sample_shape(name, frames, size, slots)
             self.file.create_dataset(
                 # maxshape lets a chunk hold more samples than a small shard has.
                 name, shape=(count,) + shape, maxshape=(None,) + shape, dtype=spec.dtype,
@@ -197,6 +197,7 @@ def verify(root: str | Path, checksums: bool = True) -> list[str]:
 def _verify(root: Path, manifest: dict, checksums: bool) -> list[str]:
     problems: list[str] = []
     size, frames = int(manifest["size"]), int(manifest["frames"])
+    slots = len(schema.slots_of(manifest))
     fields = tuple(manifest.get("fields", schema.REQUIRED_FIELDS))
     problems += [f"manifest names unknown field {name!r}" for name in fields
                  if name not in schema.FIELDS]
@@ -212,15 +213,15 @@ def _verify(root: Path, manifest: dict, checksums: bool) -> list[str]:
             if checksums and file_sha256(path) != entry["sha256"]:
                 problems.append(f"{entry['file']}: checksum mismatch")
                 continue
-            problems += [f"{entry['file']}: {p}" for p in _check_shard(path, entry, split, size,
-                                                                       frames, total, fields)]
+            problems += [f"{entry['file']}: {p}" for p in _check_shard(
+                path, entry, split, size, frames, slots, total, fields)]
             total += int(entry["count"])
         if total != want_total:
             problems.append(f"{split}: {total} samples in shards, manifest says {want_total}")
     return problems
 
 
-def _check_shard(path: Path, entry: dict, split: str, size: int, frames: int,
+def _check_shard(path: Path, entry: dict, split: str, size: int, frames: int, slots: int,
                  first: int, fields: tuple[str, ...]) -> list[str]:
     problems = []
     try:
@@ -239,7 +240,7 @@ def _check_shard(path: Path, entry: dict, split: str, size: int, frames: int,
                     problems.append(f"field {name!r} missing")
                     continue
                 spec, dset = schema.FIELDS[name], f[name]
-                want = (count,) + schema.sample_shape(name, frames, size)
+                want = (count,) + schema.sample_shape(name, frames, size, slots)
                 if dset.shape != want or dset.dtype != spec.dtype:
                     problems.append(f"field {name!r}: {dset.dtype}{list(dset.shape)}, "
                                     f"want {spec.dtype}{list(want)}")

@@ -23,8 +23,11 @@ from geogen.dataset import GeoDataset, open_split
 from geogen.errors import GeogenError
 from geogen.flowviz import flow_key, flow_to_rgb, max_length
 
-# Label colours for `visible`: background grey, then circle, square, triangle.
-PALETTE = np.array([[40, 40, 40], [230, 80, 60], [70, 170, 80], [60, 110, 230]], np.uint8)
+# Label colours for `visible`: background grey, then slot 0, 1, ... (Geo: red circle, green
+# square, blue triangle; an articulated figure's ten parts take the next seven as well).
+PALETTE = np.array([[40, 40, 40], [230, 80, 60], [70, 170, 80], [60, 110, 230],
+                    [240, 200, 40], [170, 70, 200], [60, 200, 210], [250, 140, 30],
+                    [150, 100, 60], [240, 130, 190], [200, 200, 200]], np.uint8)
 GAP = 2
 BACKDROP = 150  # grey between the tiles: still flow is white and must not merge into the sheet
 BLOCK_GAP = 12  # between blocks of rows, so a block's rows read as one column
@@ -43,6 +46,7 @@ class Sheet:
     path: Path
     max_flow: float
     blocks: int
+    slots: tuple[str, ...] = schema.SLOTS
 
 
 def image_format(out: str | Path) -> str:
@@ -65,12 +69,20 @@ def sample_tiles(item: dict[str, np.ndarray], max_mag: float) -> list[np.ndarray
     return tiles
 
 
-def column_titles(frames: int) -> list[str]:
+def column_titles(frames: int, slots: tuple[str, ...] = schema.SLOTS) -> list[str]:
     """The title of each tile of a row, left to right (as `sample_tiles` lays them out)."""
     return ([f"frame {t}" for t in range(frames)]
             + [f"flow {t}->{t + 1}" for t in range(frames - 1)]
             + [f"visible {t}" for t in range(frames)]
-            + [f"amodal {slot}" for slot in schema.SLOTS])
+            + [f"amodal {short_name(slot)}" for slot in slots])
+
+
+def short_name(slot: str) -> str:
+    """A slot's name short enough for a tile's title: left_upper_arm -> L up arm."""
+    for long, short in (("left_", "L "), ("right_", "R "), ("upper_", "up "),
+                        ("lower_", "low ")):
+        slot = slot.replace(long, short)
+    return slot.replace("_", " ")
 
 
 def _rows_per_block(tile: int) -> int:
@@ -113,12 +125,16 @@ def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str
     fmt = image_format(out)
     open_split(root, split).check()  # the whole split, as `info` does, not only the rows drawn
     ds = GeoDataset(root, split, ("frames", "flow", "visible", "amodal"))
+    slots = ds._split.slots
+    if len(slots) >= len(PALETTE):
+        raise GeogenError(f"{root}: {len(slots)} slots, more than the sheet has colours for "
+                          f"({len(PALETTE) - 1})")
     bad = [i for i in indices if not 0 <= i < len(ds)]
     if bad:
         raise GeogenError(f"index {bad[0]} out of range: {split} has {len(ds)} samples")
     scale = max(1, int(np.ceil(MIN_TILE / ds.size)))
     tile = ds.size * scale
-    cols = len(column_titles(ds.frames))  # frames, flows, visible labels, amodal masks
+    cols = len(column_titles(ds.frames, slots))  # frames, flows, visible labels, amodal masks
     cap = max_samples(cols, tile)
     if len(indices) > cap:
         raise GeogenError(f"--index names {len(indices)} samples; a sheet of {ds.size} px "
@@ -137,7 +153,7 @@ def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str
     top = TITLE_H + GAP
     sheet[top:top + tile, width - GAP - tile:width - GAP] = flow_key(tile)
     image = Image.fromarray(sheet)
-    _draw_titles(image, column_titles(ds.frames), blocks, tile)
+    _draw_titles(image, column_titles(ds.frames, slots), blocks, tile)
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     try:
@@ -149,12 +165,13 @@ def contact_sheet(root: str | Path, split: str, indices: Sequence[int], out: str
         if isinstance(err, OSError):
             raise GeogenError(f"{out}: cannot write the sheet ({err.strerror or err})") from None
         raise
-    return Sheet(out, max_mag, blocks)
+    return Sheet(out, max_mag, blocks, slots)
 
 
-def legend(max_flow: float) -> str:
+def legend(max_flow: float, slots: tuple[str, ...] = schema.SLOTS) -> str:
     """What each column of a row shows (for the CLI)."""
+    names = ("red circle, green square, blue triangle" if slots == schema.SLOTS
+             else "one colour per part in slot order")
     return ("columns: frames | forward flow (white = still, hue = direction, saturation = "
             f"length up to {max_flow:.1f} px; key in the last column) | visible (grey "
-            "background, red circle, green square, blue triangle) | amodal masks at frame 0 ("
-            + ", ".join(schema.SLOTS) + ")")
+            f"background, {names}) | amodal masks at frame 0 (" + ", ".join(slots) + ")")

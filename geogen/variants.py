@@ -1,4 +1,4 @@
-"""Variant registry: the CLI name ("geo", "geo+") -> how a sample is drawn and rendered.
+"""Variant registry: the CLI name ("geo", "geo+", "articulated") -> how a sample is drawn and rendered.
 
 A variant turns a sample's Generator and the run's config (a `geogen.make.MakeConfig`: size,
 frames, motion, and whatever options the variant adds there) into a `Scene` plus an
@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from geogen import appearance as looks
-from geogen import schema, sources
+from geogen import figure, schema, sources
 from geogen.errors import GeogenError
 from geogen.render import Appearance, FlatAppearance, render_clip
 from geogen.scene import Scene, sample_geo_scene
@@ -36,6 +36,17 @@ class Variant:
     draw: Callable[[np.random.Generator, Any], tuple[Scene, Appearance]]  # (rng, config)
     extra_fields: tuple[str, ...] = ()   # optional schema fields it stores (from Scene.extra)
     sources: Callable[[Any], dict] | None = None   # config -> manifest record of its images
+    slots: tuple[str, ...] = schema.SLOTS   # the S slot names, in slot order
+    classes: tuple[str, ...] = schema.CLASSES   # what `label` numbers
+    # Written into the manifest (with `slots` and `classes`) when the slots are not Geo's, so
+    # a Geo folder's manifest stays byte for byte what it was.
+    describe: dict | None = None
+
+    @property
+    def manifest_entries(self) -> dict:
+        if self.slots == schema.SLOTS:
+            return {}
+        return {"slots": list(self.slots), "classes": list(self.classes), **(self.describe or {})}
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -46,9 +57,10 @@ REGISTRY: dict[str, Variant] = {}
 
 
 def register(name: str, extra_fields: tuple[str, ...] = (),
-             sources: Callable[[Any], dict] | None = None):
+             sources: Callable[[Any], dict] | None = None, slots: tuple[str, ...] = schema.SLOTS,
+             classes: tuple[str, ...] = schema.CLASSES, describe: dict | None = None):
     def wrap(draw):
-        REGISTRY[name] = Variant(name, draw, extra_fields, sources)
+        REGISTRY[name] = Variant(name, draw, extra_fields, sources, slots, classes, describe)
         return draw
     return wrap
 
@@ -111,6 +123,15 @@ def draw_geo_plus(rng: np.random.Generator, config: Any) -> tuple[Scene, Appeara
     return scene, looks.SampleAppearance(fills, image)
 
 
+@register("articulated", extra_fields=("joint_angle", "depth"), slots=figure.PARTS,
+          classes=figure.CLASSES,
+          describe={"parents": [figure.PARTS[i] if i >= 0 else None for i in figure.PARENT],
+                    "groups": {k: list(v) for k, v in figure.GROUPS.items()}})
+def draw_articulated(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
+    scene = figure.sample_figure_scene(rng, config.size, config.frames, config.motion)
+    return scene, FlatAppearance(scene.colours, scene.background)
+
+
 def sample_rng(seed: int, split: str, index: int) -> np.random.Generator:
     """The sample's own stream, from (seed, split, index) alone: any sample can be made again."""
     ss = np.random.SeedSequence(seed, spawn_key=(schema.SPLITS.index(split), index))
@@ -124,7 +145,8 @@ def make_sample(config: Any, split: str, index: int) -> dict[str, np.ndarray]:
     """
     rng = sample_rng(config.seed, split, index)
     scene, appearance = get_variant(config.variant).draw(rng, config)
-    out = render_clip(scene.pose, scene.present, appearance, config.size, config.supersample)
+    out = render_clip(scene.pose, scene.present, appearance, config.size, config.supersample,
+                      kinds=scene.kinds, order=scene.order)
     out["present"] = scene.present                       # (S,)
     out["label"] = np.int64(scene.label)                 # ()
     out["pose"] = scene.pose                             # (T, S, 4)

@@ -1,6 +1,6 @@
 """Development evaluator: amodal IoU of a flowcaps checkpoint with the fixed assignment.
 
-Letters: N images, K capsules, S shape slots, H, W image side.
+Letters: N images, K capsules, S slots (the data's manifest names them), H, W image side.
 
 Masks Lambda_k are thresholded at 0.5; for every capsule k and slot s the IoU with the slot's
 `amodal` mask is averaged over the test images where s is present, giving a K x S matrix; scipy's
@@ -51,22 +51,25 @@ def iou_sums(model: FlowCapsules, frames: np.ndarray, amodal: np.ndarray, batch:
     return sums, counts
 
 
-def fixed_assignment(sums: np.ndarray, counts: np.ndarray) -> dict:
-    """One capsule per slot by Hungarian matching on the mean IoU matrix (K x S)."""
+def fixed_assignment(sums: np.ndarray, counts: np.ndarray,
+                     slots: tuple[str, ...] = SLOTS) -> dict:
+    """One capsule per slot by Hungarian matching on the mean IoU matrix (K x S); `slots`
+    names the data's slots (its manifest's)."""
     mean = sums / np.maximum(counts, 1)  # (K, S)
     capsule_of = hungarian(mean)  # (S,) capsule index per slot
     pairs = [(int(k), s) for s, k in enumerate(capsule_of) if k >= 0]
-    per = {SLOTS[s]: float(mean[k, s]) for k, s in pairs}
+    per = {slots[s]: float(mean[k, s]) for k, s in pairs}
     total = sum(sums[k, s] for k, s in pairs) / max(counts.sum(), 1)
-    return {"per_slot": per, "capsule_of_slot": {SLOTS[s]: k for k, s in pairs},
+    return {"per_slot": per, "capsule_of_slot": {slots[s]: k for k, s in pairs},
             "mean_over_slots": float(np.mean(list(per.values()))),
-            "all": float(total), "counts": {SLOTS[s]: int(c) for s, c in enumerate(counts)},
+            "all": float(total), "counts": {slots[s]: int(c) for s, c in enumerate(counts)},
             "iou_matrix": mean.round(4).tolist()}
 
 
-def evaluate(model: FlowCapsules, frames: np.ndarray, amodal: np.ndarray, progress: bool = False) -> dict:
+def evaluate(model: FlowCapsules, frames: np.ndarray, amodal: np.ndarray, progress: bool = False,
+             slots: tuple[str, ...] = SLOTS) -> dict:
     sums, counts = iou_sums(model, frames, amodal, progress=progress)
-    return fixed_assignment(sums, counts)
+    return fixed_assignment(sums, counts, slots)
 
 
 @click.command()
@@ -76,7 +79,7 @@ def evaluate(model: FlowCapsules, frames: np.ndarray, amodal: np.ndarray, progre
 @click.option("--limit", type=int, default=None, help="only the first N samples")
 @click.option("--out", default=None, help="also write the result JSON here")
 def main(ckpt: str, data: str, split: str, limit: int | None, out: str | None) -> None:
-    from geogen.dataset import read_split
+    from geogen.dataset import open_split
 
     torch.set_num_threads(2)
     t0 = time.time()
@@ -84,8 +87,10 @@ def main(ckpt: str, data: str, split: str, limit: int | None, out: str | None) -
         model = checkpoint.load(ckpt)
     except FlowcapsError as err:
         raise click.ClickException(str(err)) from None
-    arrays = read_split(data, split, ("frames", "amodal"), limit=limit)
-    res = evaluate(model, arrays["frames"][:, 0], arrays["amodal"][:, 0], progress=True)
+    part = open_split(data, split)
+    arrays = part.read(("frames", "amodal"), limit=limit)
+    res = evaluate(model, arrays["frames"][:, 0], arrays["amodal"][:, 0], progress=True,
+                   slots=part.slots)
     res.update({"checkpoint": ckpt, "data": data, "split": split, "n": int(len(arrays["frames"])),
                 "seconds": round(time.time() - t0, 1)})
     text = json.dumps(res, indent=2)

@@ -1,7 +1,10 @@
-"""`benchmark.datasets.ensure` with two makers at once, and ablate's data made before its jobs."""
+"""`benchmark.datasets.ensure` with two makers at once, ablate's data made before its jobs, and
+the Table 1 targets a manifest gives."""
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from benchmark import runner
 from benchmark.runner import RunRequest, execute_all, plan
@@ -68,3 +71,17 @@ def test_ablate_makes_every_folder_before_its_jobs_start(tmp_path, monkeypatch, 
     execute_all(plans, jobs=2, echo=lines.append)
     assert started == [[True, True, True]]
     assert sum(line.startswith("making") for line in lines) == 3  # each folder once
+
+
+def test_articulated_table1_targets_are_whole_limbs_from_the_manifest():
+    from benchmark.datasets import targets
+    from benchmark.errors import BenchmarkError
+    from geogen.variants import get_variant
+    manifest = {"variant": "articulated", **get_variant("articulated").manifest_entries}
+    slots, groups = targets(manifest)
+    assert len(slots) == 10 and list(groups) == ["torso", "left leg", "right leg"]
+    assert [slots[i] for i in groups["left leg"]] == ["left_upper_leg", "left_lower_leg"]
+    assert targets({"variant": "geo"}) == (("circle", "square", "triangle"), {})
+    assert get_variant("geo").manifest_entries == {}   # Geo's manifests keep their bytes
+    with pytest.raises(BenchmarkError, match="no group 'torso'"):
+        targets({"variant": "articulated", "slots": list(slots)})

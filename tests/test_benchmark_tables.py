@@ -406,3 +406,33 @@ def test_a_local_record_never_hides_the_committed_record_of_the_same_run(tmp_pat
     loaded, _ = records.load_records([records.COMMITTED, records.LOCAL, tmp_path / "mine"])
     got = sorted((r["_local"], r["seed"], r["metrics"]["amodal_iou"]["all"]) for r in loaded)
     assert got == [(False, 0, 0.93), (False, 1, 0.92), (False, 2, 0.91), (True, 0, 0.5)]
+
+
+def _articulated(method="flowcaps", seed=0, torso=0.7, leg=0.5, visible=0.4):
+    """An articulated record: its Table 1 numbers are its "groups" (whole limbs)."""
+    rec = _rec(method=method, dataset="articulated", seed=seed, visible=visible)
+    groups = {"torso": torso, "left leg": leg, "right leg": leg, "all": (torso + 2 * leg) / 3}
+    rec["metrics"]["groups"] = {"amodal_iou": groups, "amodal_iou_per_image": groups,
+                                "visible_iou": {k: visible for k in groups},
+                                "visible_iou_per_image": {k: visible for k in groups},
+                                "ceiling": {k: 0.8 for k in groups}}
+    return rec
+
+
+def test_articulated_rows_stand_in_for_exercise_below_the_papers_rows():
+    recs = [_articulated(seed=0), _articulated(seed=1, torso=0.8)]
+    t = _t1(recs)
+    title = spec.DATASET_TITLES[spec.STAND_IN]
+    labels = [row for row, _ in t.rows]
+    assert labels.index(["Exercise", "all"]) < labels.index([title, "torso"])
+    torso = _cell(t, [title, "torso"], "FlowCapsules")
+    assert torso.ours() == "0.750 ± 0.071 (quick, 2 seeds)" and torso.theirs() == ""
+    assert _cell(t, [title, "left leg"], "FlowCapsules").values == (0.5, 0.5)
+    assert _cell(t, ["Exercise", "all"], "FlowCapsules").theirs() == "0.58"   # still the paper's
+    assert _cell(t, [title, "all"], "PSD†‡").ours() == "ceiling 0.800"
+    assert "flowbench run psd --dataset articulated" not in t.missing
+    v = tables.table1_visible(recs, load_methods())
+    assert _cell(v, [title, "all"], "FlowCapsules").values == (0.4, 0.4)
+    assert "flowbench run psd --dataset articulated" in v.missing
+    # No record of the stand-in yet: no rows of it (the README's tables stay as they were).
+    assert not any(row[0] == title for row, _ in _t1([_rec()]).rows)

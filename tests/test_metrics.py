@@ -219,3 +219,29 @@ def test_foreground_ari_ignores_background_and_label_names():
     a.update(vis, gt)
     want = adjusted_rand_score([1, 1, 2, 2], [3, 3, 1, 3])
     assert a.compute()["fg_ari"] == pytest.approx(want) and want < 1
+
+
+def test_grouped_targets_score_the_union_of_their_slots():
+    # Two slots (an upper and a lower leg) side by side, scored as one group "leg".
+    gt = np.zeros((1, 2, 4, 4), bool)
+    gt[0, 0, :2, :2] = True   # 4 pixels
+    gt[0, 1, 2:, :2] = True   # 4 pixels
+    labels = gt[:, 0] * 1 + gt[:, 1] * 2                       # visible label map (1, 4, 4)
+    pred = np.zeros((1, 2, 4, 4), np.float32)
+    pred[0, 0, :2, :2] = 1.0   # capsule 0 draws the upper leg only
+    pred[0, 1] = gt[0, 0] | gt[0, 1]   # capsule 1 draws the whole leg
+    present = np.ones((1, 2), bool)
+    per_slot = SegmentationScore(K=2, names=("upper", "lower"))
+    per_slot.update(pred, pred, gt, labels.astype(np.uint8), present)
+    assert per_slot.compute()["amodal_iou"]["upper"] == pytest.approx(1.0)
+    assert per_slot.compute()["amodal_iou"]["lower"] == pytest.approx(0.5)   # 4 of 8 pixels
+    grouped = SegmentationScore(K=1, names=("leg",), members=((0, 1),))
+    grouped.update(pred[:, :1], pred[:, :1], gt, labels.astype(np.uint8), present)
+    assert grouped.compute()["amodal_iou"]["leg"] == pytest.approx(0.5)   # half the union
+    both = SegmentationScore(K=2, names=("leg",), members=((0, 1),))
+    both.update(pred, pred, gt, labels.astype(np.uint8), present)
+    out = both.compute()
+    assert out["amodal_iou"]["leg"] == pytest.approx(1.0) and out["assignment"] == {"leg": 1}
+    assert out["ceiling"]["leg"] == pytest.approx(1.0)   # nothing of the leg is hidden
+    with pytest.raises(ValueError, match="ground-truth slots"):
+        SegmentationScore(K=2).update(pred, pred, gt, labels.astype(np.uint8), present)

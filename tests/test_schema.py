@@ -15,8 +15,8 @@ def test_class_of_draw_matches_psd_pattern():
         assert schema.CLASSES[c].count("+") + 1 == sum(pattern)
 
 
-def _sample(T=2, H=32):
-    return {name: np.zeros(f.shape(T, H), f.dtype)
+def _sample(T=2, H=32, S=schema.S):
+    return {name: np.zeros(f.shape(T, H, S), f.dtype)
             for name, f in schema.FIELDS.items() if f.required}
 
 
@@ -34,3 +34,12 @@ def test_check_sample_accepts_contract_and_rejects_drift():
     bad["amodal"] = np.zeros((2, 3, 32, 31), bool)
     with pytest.raises(ValueError, match="amodal"):
         schema.check_sample(bad, frames=2, size=32)
+    # The slot count is the data's: ten parts pass with slots=10 and fail against Geo's three.
+    schema.check_sample(_sample(S=10), frames=2, size=32, slots=10)
+    with pytest.raises(ValueError, match="amodal"):
+        schema.check_sample(_sample(S=10), frames=2, size=32)
+
+
+def test_slots_and_classes_come_from_the_manifest():
+    assert schema.slots_of({}) == schema.SLOTS and schema.classes_of({}) == schema.CLASSES
+    assert schema.slots_of({"slots": ["torso", "head"]}) == ("torso", "head")

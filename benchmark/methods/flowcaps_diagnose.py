@@ -3,7 +3,7 @@
 FlowCapsules' own tool, kept beside its adapter (benchmark/methods/flowcaps.py) rather than in
 the benchmark's core; `flowbench` adds `command` to its commands.
 
-Letters: B test images, K capsules, S = 3 shape slots (geogen.schema.SLOTS), H, W image side.
+Letters: B test images, K capsules, S slots (the data's; Geo's 3 shapes), H, W image side.
 
 Every probe reads frame 0 of the first B test pairs and uses the fixed capsule-to-slot
 assignment chosen on those pairs (benchmark.metrics.SegmentationScore).
@@ -49,6 +49,7 @@ class ProbePairs:
     amodal: np.ndarray  # (B, S, H, W) bool
     visible: np.ndarray  # (B, H, W) uint8 label map, 0 background, s + 1 slot s
     present: np.ndarray  # (B, S) bool
+    slots: tuple[str, ...] = SLOTS  # the data's slot names (its manifest's)
 
 
 def capsule_table(masks: np.ndarray, visible: np.ndarray, pairs: ProbePairs) -> dict[str, dict]:
@@ -59,10 +60,10 @@ def capsule_table(masks: np.ndarray, visible: np.ndarray, pairs: ProbePairs) -> 
     exceeds DUPLICATE_IOU and the share of images where a second capsule does too.
     """
     amodal = iou_matrix(masks > THRESHOLD, pairs.amodal)  # (B, K, S)
-    shown = iou_matrix(visible_masks(visible), slot_masks(pairs.visible))  # (B, K, S)
-    k = masks.shape[1]
+    shown = iou_matrix(visible_masks(visible), slot_masks(pairs.visible, len(pairs.slots)))
+    k = masks.shape[1]  # shown: (B, K, S)
     out = {}
-    for s, name in enumerate(SLOTS):
+    for s, name in enumerate(pairs.slots):
         sel = pairs.present[:, s]
         if not sel.any():
             continue
@@ -77,12 +78,13 @@ def capsule_table(masks: np.ndarray, visible: np.ndarray, pairs: ProbePairs) -> 
     return out
 
 
-def visible_owners(visible: np.ndarray, gt_visible: np.ndarray) -> dict[str, list[float]]:
+def visible_owners(visible: np.ndarray, gt_visible: np.ndarray,
+                   slots: tuple[str, ...] = SLOTS) -> dict[str, list[float]]:
     """The owners probe. visible (B, K, H, W), gt_visible (B, H, W) -> per class, the share (K,)
     of its visible pixels where each capsule has the largest visibility."""
     owner = visible.argmax(1)  # (B, H, W)
     out = {}
-    for s, name in enumerate(SLOTS):
+    for s, name in enumerate(slots):
         inside = gt_visible == s + 1  # (B, H, W)
         if inside.any():
             counts = np.bincount(owner[inside], minlength=visible.shape[1])  # (K,)
@@ -157,7 +159,7 @@ def _oracle_per_class(model: Any, pairs: ProbePairs, assignment: np.ndarray, u: 
 
     dev, side = u.device, pairs.images.shape[-1]
     out = {}
-    for s, name in enumerate(SLOTS):
+    for s, name in enumerate(pairs.slots):
         idx = np.flatnonzero(pairs.present[:, s])
         k = int(assignment[s])
         if len(idx) == 0 or k < 0:
@@ -195,10 +197,11 @@ def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def read_pairs(data: Path, n: int) -> ProbePairs:
     """Frame 0 of the first n test pairs of a geogen folder, with its ground truth."""
-    from geogen.dataset import read_split
+    from geogen.dataset import open_split
     from geogen.errors import GeogenError
     try:
-        test = read_split(data, "test", ("frames", "amodal", "visible", "present"), limit=n)
+        split = open_split(data, "test")
+        test = split.read(("frames", "amodal", "visible", "present"), limit=n)
     except GeogenError as err:
         raise BenchmarkError(f"reading the test split of {data}: {err}") from None
     if len(test["frames"]) == 0:
@@ -206,7 +209,7 @@ def read_pairs(data: Path, n: int) -> ProbePairs:
     frames = test["frames"][:, 0].transpose(0, 3, 1, 2)  # (B, 3, H, W) uint8
     return ProbePairs(images=np.ascontiguousarray(frames, dtype=np.float32) / 255.0,
                       amodal=test["amodal"][:, 0], visible=test["visible"][:, 0],
-                      present=test["present"].astype(bool))
+                      present=test["present"].astype(bool), slots=split.slots)
 
 
 def diagnose(model: Any, pairs: ProbePairs, probes: tuple[str, ...] = PROBES,
@@ -223,7 +226,7 @@ def diagnose(model: Any, pairs: ProbePairs, probes: tuple[str, ...] = PROBES,
         visible.append(caps.visible.float().cpu().numpy())
         depth.append(caps.depth.float().cpu().numpy())  # (b, K)
     masks, visible, depth = np.concatenate(masks), np.concatenate(visible), np.concatenate(depth)
-    score = SegmentationScore(K=masks.shape[1])
+    score = SegmentationScore(K=masks.shape[1], names=pairs.slots)
     score.update(masks, visible, pairs.amodal, pairs.visible, pairs.present)
     out: dict[str, Any] = {"pairs": len(masks), "scores": score.compute(),
                            "area_px": (masks > THRESHOLD).sum((2, 3)).mean(0).tolist(),
@@ -231,7 +234,7 @@ def diagnose(model: Any, pairs: ProbePairs, probes: tuple[str, ...] = PROBES,
     if "dupes" in probes:
         out["dupes"] = capsule_table(masks, visible, pairs)
     if "owners" in probes:
-        out["owners"] = visible_owners(visible, pairs.visible)
+        out["owners"] = visible_owners(visible, pairs.visible, pairs.slots)
     if "oracle" in probes:
         out["oracle"] = pose_oracle(model, pairs, score.assignment(), steps=oracle_steps,
                                     batch=batch)
