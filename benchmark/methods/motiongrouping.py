@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.errors import BenchmarkError
-from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refuse_axes, to_numpy
+from benchmark.methods.glue import (checkpoint_file, eval_device, gt_flow_tensor, one_line,
+                                    refuse_axes, to_numpy)
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
+FLOW_USE = "it is the autoencoder's input"
 TEST_TIME_INPUT = "the ground-truth flow 0 -> 1 (the autoencoder's only input)"
 
 
@@ -87,7 +88,7 @@ class MotionGroupingMethod:
         """img0, img1 (B, 3, H, W) in [0, 1] (unused but for their shape); gt_flow (B, 2, H, W)
         pixels."""
         import torch
-        flow = _flow_tensor(model, gt_flow, img0.shape)
+        flow = gt_flow_tensor("motiongrouping", FLOW_USE, model, gt_flow, img0.shape)
         with torch.inference_mode():
             out = model(flow)
             alphas = to_numpy(out.alphas.clamp(0.0, 1.0))  # (B, K, H, W)
@@ -101,22 +102,9 @@ class MotionGroupingMethod:
               gt_flow: np.ndarray | None = None) -> np.ndarray:
         """The slots (B, K D) of the flow; img0 only fixes the expected shape."""
         import torch
-        flow = _flow_tensor(model, gt_flow, img0.shape)
+        flow = gt_flow_tensor("motiongrouping", FLOW_USE, model, gt_flow, img0.shape)
         with torch.inference_mode():
             feats = model.encoder(flow)  # (B, N, D)
             slots, _ = model.slot_attention(feats, model.initial_slots(len(flow)))  # (B, K, D)
         return to_numpy(slots.flatten(1))
 
-
-def _flow_tensor(model: Any, gt_flow: np.ndarray | None, image_shape: tuple[int, ...]):
-    """The ground-truth flow as a tensor on the model's device, after checking its shape."""
-    import torch
-    if gt_flow is None:
-        raise BenchmarkError("motiongrouping needs the ground-truth flow at test time (gt_flow): "
-                             "it is the autoencoder's input; the runner passes it to methods "
-                             "that declare uses_ground_truth = ('flow',)")
-    b, _, h, w = image_shape
-    if gt_flow.shape != (b, 2, h, w):
-        raise BenchmarkError(f"gt_flow must be (B={b}, 2, {h}, {w}), got {gt_flow.shape}")
-    dev = next(model.parameters()).device
-    return torch.from_numpy(np.ascontiguousarray(gt_flow, dtype=np.float32)).to(dev)
