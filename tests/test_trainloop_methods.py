@@ -11,6 +11,9 @@ import pytest
 import torch
 
 import flowcaps
+from baselines.motiongrouping import ModelConfig as MgModel, MotionGroupingError
+from baselines.motiongrouping import TrainConfig as MgConfig
+from baselines.motiongrouping import trainer as mg_trainer
 import trainloop
 from baselines.psd import PsdError
 from baselines.psd import trainer as psd_trainer
@@ -66,6 +69,18 @@ def _psd_fit(cfg, meta=None):
     return psd_trainer.fit(cfg, frames, flow, progress=False, meta=meta)
 
 
+def _mg_cfg(out, steps):
+    model = MgModel(image_size=16, num_slots=3, iters=2, enc_channels=(4, 8), dec_channels=4,
+                    kernel_size=3)
+    return MgConfig(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
+                    steps=steps, warmup_steps=3, log_every=1, checkpoint_minutes=0.0)
+
+
+def _mg_fit(cfg, meta=None):
+    flow = _rng().normal(0, 2, (BATCH_ROWS, 16, 16, 2)).astype(np.float16)
+    return mg_trainer.fit(cfg, flow, progress=False, meta=meta)
+
+
 def _rnem_cfg(out, steps):
     model = RnemModel(image_size=16, work_size=16, enc_channels=(4, 8, 8), enc_hidden=12,
                       state_size=10, rel_hidden=8, att_hidden=6, dec_hidden=12, em_steps=2)
@@ -102,6 +117,8 @@ CASES = {
                      flowcaps.FlowcapsError, lambda c: c.replace(lr=5e-3), "lr"),
     "psd": Case(psd_trainer.PsdTask, _psd_cfg, _psd_fit, PsdError,
                 lambda c: c.replace(w_local=0.5), "w_local"),
+    "motiongrouping": Case(mg_trainer.MotionGroupingTask, _mg_cfg, _mg_fit, MotionGroupingError,
+                           lambda c: c.replace(w_entropy=0.5), "w_entropy"),
     "rnem": Case(rnem_trainer.RnemTask, _rnem_cfg, _rnem_fit, RnemError,
                  lambda c: c.replace(lr=0.5), "lr"),
     "scae": Case(scae_trainer.ScaeTask, _scae_cfg("scae"), _scae_fit, ScaeError,

@@ -7,3 +7,4 @@ from benchmark.methods import flowcaps  # noqa: F401  (registers flowcaps, flowc
 from benchmark.methods import psd  # noqa: F401  (registers psd)
 from benchmark.methods import scae  # noqa: F401  (registers scae, flowscae)
 from benchmark.methods import rnem  # noqa: F401  (registers rnem)
+from benchmark.methods import motiongrouping  # noqa: F401  (registers motiongrouping)

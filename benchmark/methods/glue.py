@@ -1,5 +1,6 @@
 """What every adapter shares: the checkpoint path check, the evaluation device, a method's own
-error as the benchmark's one line, the refusal of Table 3 axes a method lacks, tensors to arrays.
+error as the benchmark's one line, the refusal of Table 3 axes a method lacks, tensors to arrays,
+and the checked ground-truth flow of the methods that read it.
 
 torch is imported inside the functions, so `flowbench table` and `list` start without it.
 """
@@ -52,3 +53,20 @@ def refuse_axes(name: str, variant: Axes, allowed: tuple[str, ...] = ()) -> None
 def to_numpy(t) -> np.ndarray:
     """A tensor on any device, in any float type, as a float32 array."""
     return t.float().cpu().numpy()
+
+
+def gt_flow_tensor(name: str, why: str, model, gt_flow: np.ndarray | None,
+                   image_shape: tuple[int, ...]):
+    """The ground-truth flow (B, 2, H, W) as a float32 tensor on the model's device, for a
+    method whose `uses_ground_truth` has "flow"; BenchmarkError (naming the method and `why`
+    it reads the flow) when it is missing or of another shape than the images'."""
+    import torch
+    if gt_flow is None:
+        raise BenchmarkError(f"{name} needs the ground-truth flow at test time (gt_flow): {why}; "
+                             f"the runner passes it to methods that declare "
+                             f"uses_ground_truth = ('flow',)")
+    b, _, h, w = image_shape
+    if gt_flow.shape != (b, 2, h, w):
+        raise BenchmarkError(f"gt_flow must be (B={b}, 2, {h}, {w}), got {gt_flow.shape}")
+    dev = next(model.parameters()).device
+    return torch.from_numpy(np.ascontiguousarray(gt_flow, dtype=np.float32)).to(dev)

@@ -35,9 +35,11 @@ from typing import Any
 import numpy as np
 
 from benchmark.errors import BenchmarkError
-from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refuse_axes, to_numpy
+from benchmark.methods.glue import (checkpoint_file, eval_device, gt_flow_tensor, one_line,
+                                    refuse_axes, to_numpy)
 from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
 
+FLOW_USE = "its motion encoder reads it"
 TEST_TIME_INPUT = "frame 0 and the ground-truth flow 0 -> 1 (motion encoder posterior mean)"
 PROBE_PAIRS = 1000  # test pairs the record's probe scores (baselines.psd.probe)
 
@@ -107,7 +109,7 @@ class PsdMethod:
                 gt_flow: np.ndarray | None = None) -> Prediction:
         """img0, img1 (B, 3, H, W) in [0, 1] (img1 unused); gt_flow (B, 2, H, W) pixels."""
         import torch
-        flow = _flow_tensor(model, gt_flow, img0.shape)
+        flow = gt_flow_tensor("psd", FLOW_USE, model, gt_flow, img0.shape)
         dev = flow.device
         with torch.inference_mode():
             mean, _ = model.encode(flow)  # (B, D)
@@ -126,21 +128,8 @@ class PsdMethod:
               gt_flow: np.ndarray | None = None) -> np.ndarray:
         """The posterior mean (B, D) of the flow; img0 only fixes the expected shape."""
         import torch
-        flow = _flow_tensor(model, gt_flow, img0.shape)
+        flow = gt_flow_tensor("psd", FLOW_USE, model, gt_flow, img0.shape)
         with torch.inference_mode():
             mean, _ = model.encode(flow)  # (B, D)
         return to_numpy(mean)
 
-
-def _flow_tensor(model: Any, gt_flow: np.ndarray | None, image_shape: tuple[int, ...]):
-    """The ground-truth flow as a tensor on the model's device, after checking its shape."""
-    import torch
-    if gt_flow is None:
-        raise BenchmarkError("psd needs the ground-truth flow at test time (gt_flow): its motion "
-                             "encoder reads it; the runner passes it to methods that declare "
-                             "uses_ground_truth = ('flow',)")
-    b, _, h, w = image_shape
-    if gt_flow.shape != (b, 2, h, w):
-        raise BenchmarkError(f"gt_flow must be (B={b}, 2, {h}, {w}), got {gt_flow.shape}")
-    dev = next(model.parameters()).device
-    return torch.from_numpy(np.ascontiguousarray(gt_flow, dtype=np.float32)).to(dev)

@@ -1,0 +1,13 @@
+"""Motion Grouping checkpoints in the baselines' shared file format (baselines.checkpoint): the
+run's `checkpoint.pt` also holds the optimiser and progress (for resuming); the exported
+`model.pt` holds the config, weights and meta."""
+from baselines.checkpoint import Kind, meta_of, sha256  # noqa: F401  (part of this module's API)
+from baselines.motiongrouping.config import TrainConfig
+from baselines.motiongrouping.errors import MotionGroupingError
+from baselines.motiongrouping.model import MotionGrouping
+
+FORMAT = "motiongrouping-checkpoint-v1"
+KIND = Kind(format=FORMAT, what="a Motion Grouping", error=MotionGroupingError, config=TrainConfig,
+            build=lambda cfg: MotionGrouping(cfg.model))
+save, read, config_of, load_weights, load = (KIND.save, KIND.read, KIND.config_of,
+                                             KIND.load_weights, KIND.load)

@@ -1,0 +1,179 @@
+"""Typed configs of the Motion Grouping model and its trainer, their JSON round trip, and the
+profiles.
+
+Settings taken from the official code (charigyang/motiongrouping, `src/model.py`,
+`src/train.py`, `src/config.py`) keep its numbers; every change is argued in
+docs/baselines/motiongrouping.md. A checkpoint stores `TrainConfig.to_json()`, so `load`
+rebuilds the exact model and a resumed run can check that nothing changed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from baselines.motiongrouping.errors import MotionGroupingError
+
+DEVICES = ("cpu", "cuda", "auto")
+UPSAMPLINGS = 3  # the decoder's stride-2 transposed convs: slots are broadcast to side / 8
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The network (the official `SlotAttentionAutoEncoder` unless noted)."""
+
+    image_size: int = 64  # official: 128 x 224; the benchmark's data is 64 px
+    num_slots: int = 4  # K; official 2 (foreground, background); Geo: three shapes + background
+    iters: int = 5  # Slot Attention iterations
+    # Encoder stages: two k x k convs each (instance norm + ReLU), a 2x2 max-pool between
+    # stages; the last width is the slot size D.
+    enc_channels: tuple[int, ...] = (64, 128, 256)
+    dec_channels: int = 64  # the broadcast decoder's width
+    kernel_size: int = 5  # every conv of the encoder and decoder
+    # The decoder stops at image_size / decoder_scale and its layers and alpha logits are
+    # upsampled bilinearly to the image (official: 1, full size); 2 is the CPU profile's saving.
+    decoder_scale: int = 1
+    attn_eps: float = 1e-8  # added to the attention before its weighted mean over inputs
+
+    @property
+    def slot_size(self) -> int:
+        return self.enc_channels[-1]
+
+    def validate(self) -> None:
+        side, step = self.image_size, 2 ** UPSAMPLINGS
+        pooled = 2 ** (len(self.enc_channels) - 1)
+        if side < 2 * step or side % step or side % pooled:
+            raise MotionGroupingError(f"image_size must be a multiple of {step} and of "
+                                      f"{pooled} (the encoder's pooling), >= {2 * step}; got {side}")
+        if self.num_slots < 1 or self.iters < 1:
+            raise MotionGroupingError(f"num_slots and iters must be >= 1, got {self.num_slots}, "
+                                      f"{self.iters}")
+        if not self.enc_channels or min(self.enc_channels) < 1 or self.dec_channels < 1:
+            raise MotionGroupingError("enc_channels must be non-empty and every width >= 1")
+        if self.decoder_scale not in (1, 2, 4):
+            raise MotionGroupingError(f"decoder_scale must be 1, 2 or 4, got {self.decoder_scale}")
+        if self.kernel_size < 1 or self.kernel_size % 2 == 0:
+            raise MotionGroupingError(f"kernel_size must be odd, got {self.kernel_size}")
+        if not 0 < self.attn_eps < 1:
+            raise MotionGroupingError(f"attn_eps must be in (0, 1), got {self.attn_eps}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The trainer (the official `train.py` unless noted)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    out: str = "runs/motiongrouping"
+    seed: int = 0
+    device: str = "auto"
+    threads: int | None = None  # CPU threads (None: torch's default)
+    batch_size: int = 32  # flows per step (official: 32 samples of two flows each)
+    lr: float = 5e-4
+    warmup_steps: int = 200  # linear warm-up of the learning rate
+    decay_steps: int = 80_000  # every this many steps the rate is multiplied by decay_rate ...
+    decay_rate: float = 0.5
+    weight_growth: float = 5.0  # ... and the entropy weight by this (official: ent_scale * 5)
+    w_recon: float = 100.0  # official loss_scale: 1e2 x the mean squared flow error (pixels)
+    w_entropy: float = 0.01  # official ent_scale
+    entropy_eps: float = 1e-5  # inside the log of the entropy term
+    steps: int = 1_000_000  # step budget (official: 5e9, i.e. none)
+    max_minutes: float | None = None  # time budget (training seconds); the run stops at either
+    max_pairs: int | None = None  # train on the first pairs only (None: all)
+    checkpoint_minutes: float = 2.0
+    log_every: int = 20
+    explode_factor: float = 50.0  # stop when the loss exceeds this times its recent median
+
+    def validate(self) -> None:
+        self.model.validate()
+        if self.device not in DEVICES:
+            raise MotionGroupingError(f"device must be one of {', '.join(DEVICES)}, got "
+                                      f"{self.device!r}")
+        if self.batch_size < 1 or self.steps < 1 or self.log_every < 1:
+            raise MotionGroupingError(f"batch_size, steps and log_every must be >= 1, got "
+                                      f"{self.batch_size}, {self.steps}, {self.log_every}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise MotionGroupingError(f"max_minutes must be > 0, got {self.max_minutes}")
+        if self.warmup_steps < 0 or self.decay_steps < 1:
+            raise MotionGroupingError(f"warmup_steps must be >= 0 and decay_steps >= 1, got "
+                                      f"{self.warmup_steps}, {self.decay_steps}")
+        for name in ("lr", "decay_rate", "weight_growth", "w_recon", "w_entropy", "entropy_eps"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise MotionGroupingError(f"{name} must be finite and >= 0, got {value}")
+        if self.max_pairs is not None and self.max_pairs < 1:
+            raise MotionGroupingError(f"max_pairs must be >= 1, got {self.max_pairs}")
+        if self.explode_factor <= 1:
+            raise MotionGroupingError(f"explode_factor must be > 1, got {self.explode_factor}")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrainConfig":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise MotionGroupingError(f"train config is not valid JSON: {err}") from None
+        if not isinstance(raw, dict):
+            raise MotionGroupingError("train config must be a JSON object")
+        raw = dict(raw)
+        model = _build(ModelConfig, raw.pop("model", {}))
+        return _build(cls, {**raw, "model": model})
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        """A copy with some fields changed; `model` may be a dict of model-field changes."""
+        changes = _tuples(changes)
+        model = changes.pop("model", None)
+        try:
+            if isinstance(model, dict):
+                model = dataclasses.replace(self.model, **_tuples(model))
+            if model is not None:
+                changes["model"] = model
+            return dataclasses.replace(self, **changes)
+        except TypeError as err:
+            raise MotionGroupingError(f"unknown config field: {err}") from None
+
+
+def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
+    # JSON gives lists; the frozen dataclasses hold tuples so they stay hashable.
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+
+
+def _build(cls: type, raw: Any) -> Any:
+    if not isinstance(raw, dict):
+        raise MotionGroupingError(f"{cls.__name__} must be a JSON object")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(raw) - names
+    if unknown:
+        raise MotionGroupingError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+    return cls(**_tuples(raw))
+
+
+# The quick profile: a 2-core CPU, about 30 minutes wall with data and evaluation, one thread
+# (so two runs share the machine). The official widths cost about a second a pair here; the
+# narrower network and 3x3 kernels are what fit (docs/baselines/motiongrouping.md, speed).
+QUICK = TrainConfig(out="runs/motiongrouping-quick", threads=1, max_minutes=21.0,
+                    model=ModelConfig(enc_channels=(32, 64, 64), dec_channels=32, kernel_size=3,
+                                      decoder_scale=2))
+
+PROFILES: dict[str, TrainConfig] = {
+    "quick": QUICK,
+    # The contract test's: a few steps at 32 px, seconds.
+    "smoke": QUICK.replace(out="runs/motiongrouping-smoke", max_minutes=None, steps=6,
+                           batch_size=8, log_every=2,
+                           model={"image_size": 32, "enc_channels": (8, 16, 16),
+                                  "dec_channels": 8, "iters": 2}),
+    # One GPU: the official network and batch, a few minutes.
+    "gpu": TrainConfig(out="runs/motiongrouping-gpu", max_minutes=10.0),
+}
+
+
+def profile(name: str, out: str, num_slots: int | None = None) -> TrainConfig:
+    """The named profile's config writing to `out`, with K = `num_slots` when given."""
+    if name not in PROFILES:
+        raise MotionGroupingError(f"motiongrouping has no profile {name!r} (profiles: "
+                                  f"{', '.join(PROFILES)})")
+    cfg = PROFILES[name].replace(out=out)
+    return cfg if num_slots is None else cfg.replace(model={"num_slots": num_slots})

@@ -1,0 +1,110 @@
+"""Motion Grouping (Yang et al., ICCV 2021) behind the benchmark protocol.
+
+Letters: B batch, K slots, D slot size, H = W image side.
+
+What it sees at test time: the ground-truth flow from frame 0 to frame 1, which is its whole
+input (the official code feeds RAFT flow; there is no pretrained RAFT here). Neither frame is
+used. So `uses_ground_truth = ("flow",)` and `predict`/`embed` refuse to run without
+`gt_flow`; every record states it through the model config's `test_time_input`.
+
+- masks and visible (B, K, H, W), the same maps: the slots' alphas, the decoder's softmax over
+  slots, so they sum to 1 at every pixel. They are layers of the one visible flow (`amodal =
+  False`): Table 1 scores them against the visible truth. The slots start from K learned
+  vectors, so slot k means the same in every image; the metrics still report both the fixed
+  assignment and per-image matching.
+- flow (B, 2, H, W): the reconstruction, sum over slots of alpha x flow layer, in pixels, so
+  EPE measures how well the autoencoder reproduces the flow it was given.
+- features (B, K D): the slots after the last iteration, in slot order.
+- extras["layer"] (B, K, H, W): each slot's flow-layer speed over the largest in the image,
+  for the figure.
+
+baselines.motiongrouping and torch are imported inside the functions so that `flowbench table`
+and `flowbench list` start without loading torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.methods.glue import (checkpoint_file, eval_device, gt_flow_tensor, one_line,
+                                    refuse_axes, to_numpy)
+from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+
+FLOW_USE = "it is the autoencoder's input"
+TEST_TIME_INPUT = "the ground-truth flow 0 -> 1 (the autoencoder's only input)"
+
+
+@register
+class MotionGroupingMethod:
+    name = "motiongrouping"
+    title = "Motion Grouping"
+    budgets = {"smoke": "seconds (a few steps at 32 px)",
+               "quick": "about 21 minutes of training on one core of a 2-core CPU (30 with "
+                        "data and evaluation)",
+               "gpu": "about 10 minutes of training on one GPU (the official network)"}
+    uses_ground_truth = ("flow",)
+    amodal = False
+    tables = (1,)
+    clip_frames = 2
+
+    def _train_config(self, spec: TrainSpec):
+        from baselines.motiongrouping import MotionGroupingError, profile
+        v = spec.variant
+        refuse_axes("motiongrouping", v, allowed=("num_capsules",))  # K: its number of slots
+        with one_line(MotionGroupingError, "motiongrouping config"):
+            cfg = profile(spec.profile, str(spec.run_dir), num_slots=v.num_capsules)
+            cfg = cfg.replace(seed=spec.seed, device=spec.device,
+                              model={"image_size": spec.image_size})
+            cfg.validate()
+        return cfg
+
+    def config(self, spec: TrainSpec) -> dict[str, Any]:
+        return dataclasses.asdict(self._train_config(spec))
+
+    def train(self, spec: TrainSpec) -> Path:
+        from baselines.motiongrouping import MotionGroupingError, train
+        with one_line(MotionGroupingError, "motiongrouping training"):
+            return Path(train(self._train_config(spec), spec.data_root))
+
+    def load(self, checkpoint: Path) -> LoadedModel:
+        from baselines.motiongrouping import MotionGroupingError
+        from baselines.motiongrouping import checkpoint as ckpt
+        with one_line(MotionGroupingError, f"cannot load {checkpoint} as a motiongrouping "
+                                           f"checkpoint"):
+            blob = ckpt.read(checkpoint_file(checkpoint))
+            model = ckpt.load(checkpoint, device=eval_device())
+            trained_with = {"config": dataclasses.asdict(ckpt.config_of(blob)),
+                            "meta": ckpt.meta_of(blob)}
+        m = model.config
+        config = {**dataclasses.asdict(m), "test_time_input": TEST_TIME_INPUT}
+        return LoadedModel(model=model, config=config, axes=Axes(num_capsules=m.num_slots),
+                           image_size=m.image_size, trained_with=trained_with)
+
+    def predict(self, model: Any, img0: np.ndarray, img1: np.ndarray, *,
+                gt_flow: np.ndarray | None = None) -> Prediction:
+        """img0, img1 (B, 3, H, W) in [0, 1] (unused but for their shape); gt_flow (B, 2, H, W)
+        pixels."""
+        import torch
+        flow = gt_flow_tensor("motiongrouping", FLOW_USE, model, gt_flow, img0.shape)
+        with torch.inference_mode():
+            out = model(flow)
+            alphas = to_numpy(out.alphas.clamp(0.0, 1.0))  # (B, K, H, W)
+            speed = out.layers.norm(dim=2)  # (B, K, H, W)
+            top = speed.flatten(1).amax(-1).clamp_min(1e-12)  # (B,)
+            extras = {"layer": to_numpy(speed / top[:, None, None, None])}
+            return Prediction(masks=alphas, visible=alphas, flow=to_numpy(out.flow),
+                              features=to_numpy(out.slots.flatten(1)), extras=extras)
+
+    def embed(self, model: Any, img0: np.ndarray, *,
+              gt_flow: np.ndarray | None = None) -> np.ndarray:
+        """The slots (B, K D) of the flow; img0 only fixes the expected shape."""
+        import torch
+        flow = gt_flow_tensor("motiongrouping", FLOW_USE, model, gt_flow, img0.shape)
+        with torch.inference_mode():
+            feats = model.encoder(flow)  # (B, N, D)
+            slots, _ = model.slot_attention(feats, model.initial_slots(len(flow)))  # (B, K, D)
+        return to_numpy(slots.flatten(1))
+

@@ -1,0 +1,74 @@
+"""Motion Grouping's network (baselines/motiongrouping/model.py): shapes, the alphas, the
+position grid and Slot Attention's equivariance to the order of its initial slots."""
+import pytest
+import torch
+
+from baselines.motiongrouping import ModelConfig, MotionGrouping, MotionGroupingError, SlotAttention
+from baselines.motiongrouping.model import position_grid
+
+TINY = ModelConfig(image_size=32, num_slots=3, iters=2, enc_channels=(4, 8, 8), dec_channels=4,
+                   kernel_size=3)
+
+
+@pytest.mark.parametrize("decoder_scale", [1, 2])
+def test_shapes_and_alphas(decoder_scale):
+    import dataclasses
+    torch.manual_seed(0)
+    model = MotionGrouping(dataclasses.replace(TINY, decoder_scale=decoder_scale))
+    flow = torch.randn(2, 2, 32, 32)
+    out = model(flow)
+    assert out.flow.shape == (2, 2, 32, 32) and out.layers.shape == (2, 3, 2, 32, 32)
+    assert out.alphas.shape == (2, 3, 32, 32) and out.slots.shape == (2, 3, 8)
+    assert torch.allclose(out.alphas.sum(1), torch.ones(2, 32, 32), atol=1e-6)
+    assert out.alphas.min() >= 0
+    assert torch.allclose(out.flow, (out.layers * out.alphas[:, :, None]).sum(1), atol=1e-6)
+    assert model.encoder(flow).shape == (2, 8 * 8, 8)  # two poolings: 32 -> 8
+
+
+def test_the_forward_pass_draws_nothing_at_random():
+    torch.manual_seed(0)
+    model = MotionGrouping(TINY).eval()
+    flow = torch.randn(2, 2, 32, 32)
+    assert torch.equal(model(flow).alphas, model(flow).alphas)
+
+
+def test_position_grid_corners():
+    g = position_grid(3)  # (3, 3, 4): y, x, 1 - y, 1 - x
+    assert g.shape == (3, 3, 4)
+    assert g[0, 0].tolist() == [0.0, 0.0, 1.0, 1.0] and g[2, 0].tolist() == [1.0, 0.0, 0.0, 1.0]
+    assert g[1, 2].tolist() == [0.5, 1.0, 0.5, 0.0]
+
+
+def test_slot_attention_is_equivariant_to_the_order_of_its_initial_slots():
+    torch.manual_seed(0)
+    sa = SlotAttention(size=6, iters=3, eps=1e-8)
+    inputs, slots = torch.randn(2, 10, 6), torch.randn(2, 4, 6)
+    perm = torch.tensor([2, 0, 3, 1])
+    out, attn = sa(inputs, slots)
+    out_p, attn_p = sa(inputs, slots[:, perm])
+    assert torch.allclose(out_p, out[:, perm], atol=1e-5)
+    assert torch.allclose(attn_p, attn[:, perm], atol=1e-6)
+    assert not torch.allclose(out[:, 0], out[:, 1], atol=1e-3)  # the slots did differ
+    assert torch.allclose(attn.sum(1), torch.ones(2, 10), atol=1e-6)  # shares over slots
+
+
+def test_permuting_the_learned_initial_slots_permutes_the_alphas():
+    torch.manual_seed(0)
+    model = MotionGrouping(TINY).eval()
+    flow = torch.randn(1, 2, 32, 32)
+    before = model(flow).alphas
+    with torch.no_grad():
+        model.slots_init.weight.copy_(model.slots_init.weight[[1, 2, 0]])
+    assert torch.allclose(model(flow).alphas, before[:, [1, 2, 0]], atol=1e-5)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"image_size": 36}, "multiple of 8"),
+    ({"num_slots": 0}, "num_slots and iters"),
+    ({"kernel_size": 4}, "kernel_size must be odd"),
+    ({"enc_channels": ()}, "enc_channels"),
+])
+def test_bad_model_configs_are_refused_in_one_line(change, message):
+    import dataclasses
+    with pytest.raises(MotionGroupingError, match=message):
+        dataclasses.replace(TINY, **change).validate()
