@@ -13,10 +13,15 @@ skips that seed (so a multi-seed command picks up after an interruption); an eva
 given checkpoint refuses. A run that scores fewer test pairs than its profile's test split (a
 test limit, or a smaller --data folder) is partial: it gets its own file name and the tables
 skip it.
+
+Under torchrun (`torchrun ... -m benchmark.cli run METHOD`, one node or several; docs/cluster.md)
+every rank plans and trains, the method's loop running DDP over the ranks, and global rank 0
+alone evaluates and writes the record.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, replace
@@ -213,6 +218,12 @@ def run(req: RunRequest, progress: bool = True, echo=print) -> list[Path]:
 def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
     """Make the data if needed, then train (or load the checkpoint), evaluate and record."""
     req, method = p.req, p.method
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and (req.force or req.checkpoint is not None):
+        raise BenchmarkError("under torchrun a run trains: --force and --checkpoint are for one "
+                             "process (remove the run folder to start afresh)")
+    if rank != 0:
+        echo, progress = _quiet, False  # rank 0 reports
     t0 = time.time()
     eval_root = p.eval_data.ensure(progress, echo)
     train_root = p.train_data.ensure(progress, echo) if p.train_data is not None else None
@@ -253,6 +264,8 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
         else:
             checkpoint, train_config_used = Path(req.checkpoint), None
         train_s = time.time() - t_run
+        if rank != 0:  # the other ranks trained with it; rank 0 scores and records
+            continue
         loaded = method.load(checkpoint)
         t_eval = time.time()
         metrics = evaluate(method, loaded, eval_root, run_seed, req.test_limit, progress)
@@ -279,6 +292,10 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
                  + ", ".join(f"{k} {_fmt(iou[k])}" for k in ("circle", "square", "triangle")))
         written.append(path)
     return written
+
+
+def _quiet(line: str) -> None:
+    pass
 
 
 def _fmt(v: float | None) -> str:
