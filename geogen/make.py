@@ -178,13 +178,9 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool,
     goes on in a folder the other parts share (resume is implied) and never deletes."""
     if resume and force:
         raise GeogenError("use either --resume or --force, not both")
-    if part is not None and force:
-        raise GeogenError("--force with --part would delete the other parts' shards; empty the "
-                          "folder first (or make the dataset whole, without --part)")
-    if part is not None and (Path(config.out) / shards.MANIFEST).is_file():
-        raise GeogenError(f"{config.out}: already holds this dataset, finished (its manifest is "
-                          f"written); nothing for part {part} to make")
-    resume = resume or part is not None
+    if part is not None:
+        parts.check_out(Path(config.out), part, force)
+        resume = True
     root = Path(config.out)
     if root.exists() and not root.is_dir():
         raise GeogenError(f"{root}: exists and is not a folder")
@@ -210,15 +206,20 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool,
     except OSError as err:
         raise GeogenError(f"{root}: cannot write there ({err.strerror or err})") from None
     # Left by an interrupted run; with a part, only its own: the others' may be being written.
+    own = {s[:2] for s in parts.own_shards(_plan(config), part)}
     for stale in root.glob(f"*/*{shards.TMP_SUFFIX}"):
-        if part is None or _shard_key(stale) in {s[:2] for s in parts.own_shards(_plan(config), part)}:
+        if part is None or _shard_key(stale) in own:
             stale.unlink()
     return root
 
 
-def _shard_key(path: Path) -> tuple[str, int]:
-    """(split, shard index) of a shard file (or its temporary) under OUT/split/."""
-    return path.parent.name, int(path.name.split(".")[0].split("-")[1])
+def _shard_key(path: Path) -> tuple[str, int] | None:
+    """(split, shard index) of a shard file (or its temporary) under OUT/split/; None for a
+    file of another name."""
+    try:
+        return path.parent.name, int(path.name.split(".")[0].split("-")[1])
+    except (IndexError, ValueError):
+        return None
 
 
 def _check_held(root: Path, config: MakeConfig, resume: bool) -> None:

@@ -49,6 +49,17 @@ def parse_part(text: str) -> Part:
     return Part(i, n)
 
 
+def check_out(root: Path, part: Part, force: bool) -> None:
+    """What a part refuses of OUT, in one line: --force (it would delete the other parts'
+    shards) and a dataset already finished."""
+    if force:
+        raise GeogenError("--force with --part would delete the other parts' shards; empty the "
+                          "folder first (or make the dataset whole, without --part)")
+    if (root / shards.MANIFEST).is_file():
+        raise GeogenError(f"{root}: already holds this dataset, finished (its manifest is "
+                          f"written); nothing for part {part} to make")
+
+
 def own_shards(plan: list, part: Part | None) -> list:
     """The entries of the shard plan that `part` makes (all of them without a part)."""
     return plan if part is None else [s for j, s in enumerate(plan) if part.takes(j)]

@@ -1,5 +1,7 @@
 """`geogen make --part I/N` on several machines and `geogen merge`: the same bytes as one run."""
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -41,6 +43,19 @@ def test_two_parts_and_the_merge_equal_a_one_part_run(tmp_path):
     assert _files(split) == _files(one)  # shards, run.json and manifest; no part markers left
     res = _geogen("merge", split)
     assert res.exit_code == 1 and "nothing to merge" in res.output
+
+
+def test_parts_made_at_once_by_three_processes_merge_to_the_same_bytes(tmp_path):
+    """Three "machines" at once on one folder: none removes or overwrites another's files."""
+    one, split = tmp_path / "one", tmp_path / "split"
+    assert _geogen("make", *ARGS, "--out", one).exit_code == 0
+    procs = [subprocess.Popen([sys.executable, "-m", "geogen.cli", "make", *ARGS, "--out",
+                               str(split), "--part", f"{i}/3"], stderr=subprocess.PIPE, text=True)
+             for i in (1, 2, 3)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    assert _geogen("merge", split).exit_code == 0
+    assert _files(split) == _files(one)
 
 
 def test_a_changed_shard_or_other_settings_are_refused_at_the_merge(tmp_path):
