@@ -85,6 +85,21 @@ def _profile_option(default: str | None = "quick", help_extra: str = ""):
                         show_default=default is not None, help=_PROFILE_HELP + help_extra)
 
 
+def _slurm(executor, partition, gpus, cpus, time_limit, log_folder):
+    """The Slurm options, or None for the local executor (they are then refused if given)."""
+    from benchmark.executor import SlurmOptions
+    opts = SlurmOptions(partition=partition, gpus_per_job=gpus, cpus_per_job=cpus,
+                        time_minutes=time_limit, log_folder=log_folder)
+    if executor == "local":
+        if (opts.partition, opts.gpus_per_job, opts.cpus_per_job, opts.time_minutes,
+                opts.log_folder) != (None, 1, 8, 60, Path("runs/slurm")):
+            raise BenchmarkError("--partition, --gpus, --cpus, --time-limit and --log-folder "
+                                 "are for --executor slurm")
+        return None
+    opts.validate()
+    return opts
+
+
 def _run_options(fn):
     for option in reversed([
         click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True),
@@ -104,6 +119,21 @@ def _run_options(fn):
                      show_default=True),
         click.option("--force", is_flag=True,
                      help="replace records that exist, training from scratch"),
+        click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
+                     show_default=True, help="slurm: one Slurm job per seed and run, through "
+                                             "submitit (pip install '.[cluster]'; "
+                                             "docs/cluster.md)"),
+        click.option("--partition", default=None, help="slurm: the partition [the cluster's "
+                                                       "default]"),
+        click.option("--gpus", type=int, default=1, show_default=True,
+                     help="slurm: GPUs per job"),
+        click.option("--cpus", type=int, default=8, show_default=True,
+                     help="slurm: CPU cores per job"),
+        click.option("--time-limit", type=int, default=60, show_default=True,
+                     help="slurm: minutes per job"),
+        click.option("--log-folder", type=click.Path(path_type=Path),
+                     default=Path("runs/slurm"), show_default=True,
+                     help="slurm: submitit's folder (each job's output and error)"),
     ]):
         fn = option(fn)
     return fn
@@ -143,9 +173,11 @@ def _example(*commands: str) -> str:
               help="score only the first N test pairs: a partial record, which the tables skip")
 @_friendly(resume=_run_resume)
 def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, device, force,
-            checkpoint, test_limit):
-    """Make the data if missing, train METHOD (resuming), evaluate, write a record per seed."""
+            executor, partition, gpus, cpus, time_limit, log_folder, checkpoint, test_limit):
+    """Make the data if missing, train METHOD (resuming), evaluate, write a record per seed
+    (with --executor slurm: a Slurm job per seed)."""
     from benchmark.runner import RunRequest, execute, plan
+    slurm = _slurm(executor, partition, gpus, cpus, time_limit, log_folder)
     from trainloop.allocator import keep_freed_memory
     keep_freed_memory()  # evaluation batches reuse freed memory (benchmark.runner._execute_logged)
     p = plan(RunRequest(method=method, dataset=dataset, profile=profile, seeds=_seeds(seeds),
@@ -153,7 +185,15 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
                         device=device, checkpoint=checkpoint, test_limit=test_limit,
                         force=force))
     click.echo(p.budget_line())
-    execute(p, echo=click.echo)
+    if slurm is not None:
+        from benchmark.executor import submit_all
+        submit_all([p], slurm, echo=click.echo)
+        return
+    from trainloop import ddp
+    try:
+        execute(p, echo=click.echo)
+    finally:
+        ddp.leave()  # a rank of `torchrun ... -m benchmark.cli run`
 
 
 @main.command("ablate", epilog=_example("flowbench ablate --dataset geo --profile gpu --jobs 4"))
@@ -162,20 +202,28 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
               help="runs at a time, each in its own process (several small runs share one "
                    "GPU); a time-budgeted profile then trains each on its share of the device")
 @_friendly(resume=_run_resume)
-def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, force, jobs):
+def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, force,
+               executor, partition, gpus, cpus, time_limit, log_folder, jobs):
     """Run Table 3's grid for FlowCapsules (benchmark/paper_tables.py: K, |s|; decoder depth
-    and depth ordering on Geo)."""
+    and depth ordering on Geo); with --executor slurm, a Slurm job per run and seed."""
     from benchmark.paper_tables import TABLE3_METHOD
     from benchmark.runner import RunRequest, ablation_requests, execute_all, plan
     from trainloop.allocator import keep_freed_memory
     keep_freed_memory()  # evaluation batches reuse freed memory (benchmark.runner._execute_logged)
+    slurm = _slurm(executor, partition, gpus, cpus, time_limit, log_folder)
+    if slurm is not None and jobs > 1:
+        raise BenchmarkError("--jobs is for --executor local; Slurm runs one job per run and seed")
     base = RunRequest(method=TABLE3_METHOD, dataset=dataset, profile=profile,
                       seeds=_seeds(seeds), data=data, make_data=make_data, results=results,
                       runs=runs, device=device, force=force)
     plans = [plan(r) for r in ablation_requests(base)]  # every run checked before the first
     click.echo(f"{len(plans)} runs, {plans[0].method.budgets[profile]} each per seed"
                + (f", {jobs} at a time" if jobs > 1 else ""))
-    execute_all(plans, jobs, echo=click.echo)
+    if slurm is not None:
+        from benchmark.executor import submit_all
+        submit_all(plans, slurm, echo=click.echo)
+    else:
+        execute_all(plans, jobs, echo=click.echo)
 
 
 @main.command("table", epilog=_example("flowbench table --profile quick",

@@ -55,6 +55,30 @@ def record_path(results: Path, method: str, dataset: str, profile: str, seed: in
             / f"{record_stem(seed, variant, partial_pairs)}.json")
 
 
+FAILED_SUFFIX = ".failed.json"  # beside a record's place: why the job that was to write it failed
+
+
+def failure_path(target: Path) -> Path:
+    """Where the note of a failed job for the record `target` goes."""
+    return Path(target).with_name(Path(target).name[:-len(".json")] + FAILED_SUFFIX)
+
+
+def write_failure(target: Path, reason: str, job: str) -> Path:
+    """A cluster job that was to write `target` failed: its reason, which the tables' skip list
+    shows until a later run writes the record."""
+    return write_json_atomic(failure_path(target), {"failed": {"record": str(target),
+                                                               "job": job, "reason": reason,
+                                                               "at": now()}})
+
+
+def _failure_line(path: Path) -> str:
+    try:
+        note = json.loads(path.read_text())["failed"]
+        return f"{note['record']}: job {note['job']} failed: {note['reason']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{path}: an unreadable note of a failed job"
+
+
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -228,7 +252,9 @@ def write_record(results: Path, record: dict[str, Any], force: bool = False) -> 
                        record["seed"], Axes(**record["variant"]), partial)
     if path.exists() and not force:
         raise BenchmarkError(f"record {path} exists; --force replaces it")
-    return write_json_atomic(path, {k: v for k, v in record.items() if not k.startswith("_")})
+    written = write_json_atomic(path, {k: v for k, v in record.items() if not k.startswith("_")})
+    failure_path(path).unlink(missing_ok=True)  # an earlier job's failure is mended
+    return written
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -284,6 +310,9 @@ def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[s
     for root in present:
         local = root.resolve() != COMMITTED.resolve()
         for path in sorted(root.rglob("*.json")):
+            if path.name.endswith(FAILED_SUFFIX):
+                problems.append(_failure_line(path))
+                continue
             try:
                 rec = read_record(path)
             except BenchmarkError as err:

@@ -13,10 +13,15 @@ skips that seed (so a multi-seed command picks up after an interruption); an eva
 given checkpoint refuses. A run that scores fewer test pairs than its profile's test split (a
 test limit, or a smaller --data folder) is partial: it gets its own file name and the tables
 skip it.
+
+Under torchrun (`torchrun ... -m benchmark.cli run METHOD`, one node or several; docs/cluster.md)
+every rank plans and trains, the method's loop running DDP over the ranks, and global rank 0
+alone evaluates and writes the record.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -239,6 +244,12 @@ def run(req: RunRequest, progress: bool = True, echo=print) -> list[Path]:
 def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
     """Make the data if needed, then train (or load the checkpoint), evaluate and record."""
     req, method = p.req, p.method
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and (req.force or req.checkpoint is not None):
+        raise BenchmarkError("under torchrun a run trains: --force and --checkpoint are for one "
+                             "process (remove the run folder to start afresh)")
+    if rank != 0:
+        echo, progress = _quiet, False  # rank 0 reports
     t0 = time.time()
     eval_root = p.eval_data.ensure(progress, echo)
     train_root = p.train_data.ensure(progress, echo) if p.train_data is not None else None
@@ -275,14 +286,17 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
                  f"afresh and scored")
             setaside.put_aside(run_dir, target)
         try:
-            path, metrics, partial = _run_seed(p, seed, spec, train_config, eval_root,
-                                               data_info, data_s, progress, echo)
+            done = _run_seed(p, seed, spec, train_config, eval_root, data_info, data_s,
+                             progress, echo, rank)
         except BaseException:
             if aside:
                 setaside.restore(run_dir, target, seed, echo)
             raise
         if aside:
             setaside.drop(run_dir, target)
+        if done is None:  # the other ranks trained with it; rank 0 scores and records
+            continue
+        path, metrics, partial = done
         data_s = 0.0  # only the first seed paid for the data
         echo(f"record: {path}" + (f" (partial, {metrics['n_test']} test pairs: the tables skip "
                                   f"it)" if partial else ""))
@@ -311,9 +325,10 @@ def resume_line(runs: Path, force: bool, checkpoint: Path | None) -> str:
 
 
 def _run_seed(p: Plan, seed: int, spec: TrainSpec, train_config, eval_root: Path,
-              data_info: dict, data_s: float, progress: bool, echo) -> tuple[Path, dict, bool]:
+              data_info: dict, data_s: float, progress: bool, echo,
+              rank: int = 0) -> tuple[Path, dict, bool] | None:
     """Train (or load the checkpoint), evaluate and write one seed's record: its path, the
-    metrics and whether it is partial."""
+    metrics and whether it is partial; None on a rank other than 0 (it only trains)."""
     req, method = p.req, p.method
     started, t_run, git = records.now(), time.time(), records.git_state()
     if req.checkpoint is None:
@@ -323,6 +338,8 @@ def _run_seed(p: Plan, seed: int, spec: TrainSpec, train_config, eval_root: Path
     else:
         checkpoint, train_config_used = Path(req.checkpoint), None
     train_s = time.time() - t_run
+    if rank != 0:
+        return None
     loaded = method.load(checkpoint)
     t_eval = time.time()
     metrics = evaluate(method, loaded, eval_root, spec.seed, req.test_limit, progress)
@@ -341,6 +358,10 @@ def _run_seed(p: Plan, seed: int, spec: TrainSpec, train_config, eval_root: Path
         uses_ground_truth=tuple(method.uses_ground_truth), amodal=method.amodal,
         test_limit=req.test_limit, partial=p.partial_pairs is not None, extras=extras)
     return records.write_record(req.results, rec, force=req.force), metrics, rec["partial"]
+
+
+def _quiet(line: str) -> None:
+    pass
 
 
 def _fmt(v: float | None) -> str:

@@ -10,6 +10,7 @@ import click
 from flowcaps import checkpoint, launch
 from geogen.stopping import INTERRUPTED
 from trainloop import ddp
+from trainloop.rendezvous import Rendezvous
 from flowcaps.config import ModelConfig, TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.fields import parse_text
@@ -107,9 +108,19 @@ def main() -> None:
 @click.option("--force", is_flag=True,
               help="train afresh: remove the run's files in --out (its checkpoint, log and "
                    "model) instead of resuming")
+@click.option("--nnodes", type=int, default=1, show_default=True,
+              help="nodes of one training: each runs this same command (torchrun's rendezvous; "
+                   "docs/cluster.md)")
+@click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+              help="where the nodes meet (torchrun's c10d rendezvous), with --nnodes 2 or more")
+@click.option("--rdzv-id", default="none", show_default=True,
+              help="the training's name at the endpoint (torchrun's --rdzv-id)")
+@click.option("--node-rank", type=int, default=None,
+              help="this node's number, passed to torchrun (c10d numbers the nodes itself)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed,
-          mix_data, init, sets, config_file, force, quiet) -> None:
+          mix_data, init, sets, config_file, force, nnodes, rdzv_endpoint, rdzv_id, node_rank,
+          quiet) -> None:
     """Train on the DATA geogen dataset; resumes when --out holds a checkpoint.
 
     Settings come from --profile (with what DATA's variant changes, as `flowbench run` trains
@@ -127,7 +138,9 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
         changes.update(parse_set(sets))
         cfg = (_profile_config(data, profile or "quick", changes) if config_file is None
                else _read_config(config_file).replace(**changes))
-        path = run_train(cfg, data, progress=not quiet, force=force)
+        rdzv = Rendezvous(nnodes=nnodes, node_rank=node_rank, endpoint=rdzv_endpoint,
+                          run_id=rdzv_id)
+        path = run_train(cfg, data, progress=not quiet, force=force, rendezvous=rdzv)
     except TrainingInterrupted as err:
         if "WORLD_SIZE" in os.environ:  # a rank of flowcaps.launch, which reports it: exit 0
             sys.exit(0)                     # so that torchrun ends without an error report
@@ -138,7 +151,7 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
             sys.exit(1)
         raise click.ClickException(str(err)) from None
     finally:
-        _leave_process_group()
+        ddp.leave()
     if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 reports
         click.echo(f"model written to {path}: {_trained(path)}")
 
@@ -150,15 +163,6 @@ def _trained(path) -> str:
                                                                   meta.get("stop_reason"))
     return (f"{meta.get('step')} steps ({meta.get('pairs')} pairs) in "
             f"{meta.get('train_seconds', 0.0) / 60:.1f} min of training, stopped by its {limit}")
-
-
-def _leave_process_group() -> None:
-    # Under torchrun a rank joined a gloo group in training. Left to the interpreter's exit, its
-    # threads were now and then torn down unjoined and the rank aborted ("terminate called
-    # without an active exception"), failing a finished run.
-    import torch.distributed as dist
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
 
 
 @main.command(epilog="\b\nExample:\n  flowcaps info checkpoints/flowcaps_geo_quick.pt")

@@ -1,14 +1,17 @@
-"""One training as several CPU processes: `flowcaps.train` starts torchrun itself.
+"""One training as several processes: `flowcaps.train` starts torchrun itself.
 
 On a CPU, N single-threaded DDP ranks train faster than one N-threaded process (numbers in
 docs/flowcaps.md), so the quick profile asks for one rank per core (TrainConfig.cpu_ranks = 0).
-`batch_size` stays the global batch: each rank takes batch_size // N.
+Over several nodes (trainloop.rendezvous) each node starts its torchrun agent with the same
+command: its CPU ranks, or one rank per GPU. `batch_size` stays the global batch: each of the
+W ranks of all nodes takes batch_size // W.
 """
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +21,7 @@ from pathlib import Path
 from flowcaps import checkpoint
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
+from trainloop.rendezvous import Rendezvous
 
 LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in the run folder
 # A rank's one-line error (bad data, a diverged loss, a full disk) goes to this file in the run
@@ -26,9 +30,15 @@ LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in t
 RANK_ERROR, ERROR_ENV = "rank_error.txt", "FLOWCAPS_RANK_ERROR"
 
 
-def ranks_for(cfg: TrainConfig, device_type: str) -> int:
-    """How many processes to start: 1 inside torchrun already, on a GPU, or when asked."""
-    if device_type != "cpu" or cfg.cpu_ranks == 1 or "WORLD_SIZE" in os.environ:
+def ranks_for(cfg: TrainConfig, device_type: str, rdzv: Rendezvous = Rendezvous()) -> int:
+    """How many processes to start on this node: 1 inside torchrun already, on one node's GPU,
+    or when asked; over several nodes, one per GPU of a GPU node."""
+    if "WORLD_SIZE" in os.environ:
+        return 1
+    if device_type != "cpu":
+        import torch
+        return max(1, torch.cuda.device_count()) if rdzv.multi_node else 1
+    if cfg.cpu_ranks == 1:
         return 1
     wanted = cfg.cpu_ranks or (os.cpu_count() or 1)
     return max(1, min(wanted, cfg.batch_size))
@@ -38,16 +48,19 @@ def per_rank_config(cfg: TrainConfig, ranks: int) -> TrainConfig:
     return cfg.replace(batch_size=cfg.batch_size // ranks, cpu_ranks=1, threads=1)
 
 
-def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Path:
-    """Run `flowcaps train` under torchrun with `ranks` CPU processes; returns the model path."""
+def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
+           rdzv: Rendezvous = Rendezvous()) -> Path:
+    """Run `flowcaps train` under torchrun with `ranks` processes on this node (and as many on
+    each of the others); returns the model path."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     spec = out / LAUNCH_CONFIG
-    tmp = spec.with_suffix(".tmp")
-    tmp.write_text(per_rank_config(cfg, ranks).to_json())
+    # Every node writes the same file into the shared folder: each through a name of its own.
+    tmp = spec.with_name(f"{spec.name}.{socket.gethostname()}-{os.getpid()}.tmp")
+    tmp.write_text(per_rank_config(cfg, ranks * rdzv.nnodes).to_json())
     tmp.replace(spec)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={ranks}", "-m", "flowcaps.cli", "train", str(data),
+    cmd = [sys.executable, "-m", "torch.distributed.run", *rdzv.torchrun_args(ranks),
+           "-m", "flowcaps.cli", "train", str(data),
            "--config", str(spec)] + ([] if progress else ["--quiet"])
     # OMP_NUM_THREADS silences torchrun's notice; each rank sets its own threads anyway.
     # LOGLEVEL=ERROR keeps torchrun's warnings ("Sending process ... closing signal") out of a
@@ -96,8 +109,9 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool) -> Pa
         ckpt = out / "checkpoint.pt"
         raise TrainingInterrupted(ckpt, _saved_step(ckpt))
     if code != 0:
-        raise FlowcapsError(f"training with {ranks} CPU processes (torchrun) failed with exit "
-                            f"status {code}; its error is printed above")
+        where = f" on each of {rdzv.nnodes} nodes" if rdzv.multi_node else ""
+        raise FlowcapsError(f"training with {ranks} process(es){where} (torchrun) failed with "
+                            f"exit status {code}; its error is printed above")
     return model
 
 

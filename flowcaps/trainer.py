@@ -27,6 +27,7 @@ from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
 from flowcaps.precision import resolve_bf16
+from trainloop.rendezvous import Rendezvous
 
 CKPT_NAME, MODEL_NAME, LOG_NAME = trainloop.CKPT_NAME, trainloop.MODEL_NAME, trainloop.LOG_NAME
 # One column per loss term after the total (render, smooth, centre, ...), in LossTerms' order.
@@ -263,24 +264,31 @@ def _clear_run_folder(out: Path) -> None:
 
 
 def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
-          force: bool = False) -> Path:
+          force: bool = False, rendezvous: Rendezvous = Rendezvous()) -> Path:
     """Train from a geogen dataset root; returns the exported model path (`out/model.pt`).
     A run folder holding a checkpoint resumes (on the same data and settings only); `force`
-    removes the run's files first and trains afresh.
+    removes the run's files first and trains afresh. `rendezvous`: where the nodes of a
+    multi-node training meet (one node by default).
 
     Every setting, the data, the run folder and `init` are checked before training starts
     (and before the ranks start, when there are several)."""
     config.validate()
-    ranks = launch.ranks_for(config, resolve_device(config.device).type)
+    with trainloop.errors_as(FlowcapsError):
+        rendezvous.validate()
+    ranks = launch.ranks_for(config, resolve_device(config.device).type, rendezvous)
+    world = ranks * rendezvous.nnodes
+    if world > config.batch_size:
+        raise FlowcapsError(f"batch_size {config.batch_size} is the global batch: it needs at "
+                            f"least one pair for each of the {world} ranks")
     if "RANK" not in os.environ:  # the launcher checked these before it started the ranks
         if not (Path(data) / "manifest.json").is_file():
             raise FlowcapsError(f"{data} is not a geogen dataset (no manifest.json)")
         if force and Path(config.out).is_dir():
             _clear_run_folder(Path(config.out))
-        _check_run_folder(config, ranks, _data_meta(config, Path(data)))
-    if ranks > 1:
-        _preflight(config, Path(data), ranks)
-        return launch.launch(config, data, ranks, progress)
+        _check_run_folder(config, world, _data_meta(config, Path(data)))
+    if world > 1:
+        _preflight(config, Path(data), world)
+        return launch.launch(config, data, ranks, progress, rendezvous)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     parts = [load_pairs(r, "train", config.max_pairs, rank, world) for r in _roots(config, Path(data))]
     pairs = parts[0] if len(parts) == 1 else np.concatenate(parts)  # (N_rank, 2, H, W, 3)

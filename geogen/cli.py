@@ -102,15 +102,20 @@ def main():
                    "--size, instead of stopping (named in the manifest)")
 @click.option("--resume", is_flag=True, help="finish an interrupted run with the same settings")
 @click.option("--force", is_flag=True, help="replace the data already in --out")
+@click.option("--part", default=None, metavar="I/N",
+              help="make only part I of N (one per machine, the same --out on a shared disk); "
+                   "`geogen merge OUT` writes the manifest once all are made")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @_friendly
 def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, supersample,
-         motion, backgrounds, textures, max_images, skip_bad_images, resume, force, quiet):
+         motion, backgrounds, textures, max_images, skip_bad_images, resume, force, part, quiet):
     """Make a dataset: OUT/{train,val,test}/shard-NNNNN.h5 and OUT/manifest.json.
 
     Ctrl-C (exit status 130) or SIGTERM (143) stops it, keeping the whole shards; the same
     command with --resume finishes it."""
     from geogen.make import MakeConfig, make_dataset
+    from geogen.parts import parse_part
+    part = parse_part(part) if part is not None else None
     config = MakeConfig(variant=variant, n=n, val=val, test=test, size=size, frames=frames,
                         seed=seed, out=out or default_out(variant), workers=_workers(workers),
                         shard_size=shard_size, supersample=supersample, motion=motion,
@@ -120,18 +125,33 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
     try:
         with signals_stop(stop, received):
             root = make_dataset(config, resume=resume, force=force, progress=not quiet,
-                                stop=stop)
+                                stop=stop, part=part)
     except KeyboardInterrupt:
         how, status = exit_status(received)
         click.echo(f"{how}; the whole shards in {config.out} are kept: run the same command "
                    f"with --resume to finish", err=True)
         sys.exit(status)
+    if part is not None:
+        click.echo(f"wrote part {part} of {root}; once every part is made: geogen merge {root}")
+        return
     skipped = {kind: len(entry.get("skipped", ())) for kind, entry
                in shards.read_manifest(root).get("sources", {}).items() if isinstance(entry, dict)}
     left_out = "; ".join(f"skipped {n} unusable {kind.rstrip('s')} image{'s' * (n > 1)}"
                          for kind, n in skipped.items() if n)
     click.echo(f"wrote {root} ({', '.join(f'{k} {v}' for k, v in config.counts().items())})"
                + (f"; {left_out} (named in its manifest.json)" if left_out else ""))
+
+
+@main.command(epilog="\b\nExample:\n  geogen merge data/geo-big")
+@click.argument("out", type=click.Path(file_okay=False))
+@_friendly
+def merge(out):
+    """Write OUT's manifest once every part of `geogen make --part I/N` is made; the result is
+    the folder a one-part run makes."""
+    from geogen.merge import merge_dataset
+    root = merge_dataset(out)
+    counts = shards.read_manifest(root)["counts"]
+    click.echo(f"wrote {root / shards.MANIFEST} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
 
 
 @main.command("import-psd",

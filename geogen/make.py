@@ -34,7 +34,7 @@ from typing import Iterator
 import numpy as np
 from tqdm import tqdm
 
-from geogen import room, schema, shards
+from geogen import parts, room, schema, shards
 from geogen.errors import GeogenError
 from geogen.scene import MOTIONS
 from geogen.variants import get_variant, make_sample
@@ -173,16 +173,22 @@ def _shard_file(root: Path, split: str, k: int) -> Path:
     return root / split / shards.shard_name(k)
 
 
-def _prepare_out(config: MakeConfig, resume: bool, force: bool) -> Path:
-    """Create or check OUT; returns it. Refuses to mix runs or overwrite data unasked."""
+def _prepare_out(config: MakeConfig, resume: bool, force: bool,
+                 part: parts.Part | None = None) -> Path:
+    """Create or check OUT; returns it. Refuses to mix runs or overwrite data unasked. A part
+    goes on in a folder the other parts share (resume is implied) and never deletes."""
     if resume and force:
         raise GeogenError("use either --resume or --force, not both")
+    if part is not None:
+        parts.check_out(Path(config.out), part, force)
+        resume = True
     root = Path(config.out)
     if root.exists() and not root.is_dir():
         raise GeogenError(f"{root}: exists and is not a folder")
     record = root / RUN_RECORD
     holds_data = root.is_dir() and any(root.iterdir())
-    ours = [root / name for name in (shards.MANIFEST, RUN_RECORD, *schema.SPLITS)]
+    ours = [root / name for name in (shards.MANIFEST, RUN_RECORD, parts.PARTS_DIR,
+                                     *schema.SPLITS)]
     if holds_data and not force:
         _check_held(root, config, resume)
     replace = holds_data and force  # deleted only once the new data is known to fit
@@ -200,9 +206,21 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool) -> Path:
         shards.write_json_atomic(record, config.content())
     except OSError as err:
         raise GeogenError(f"{root}: cannot write there ({err.strerror or err})") from None
-    for stale in root.glob(f"*/*{shards.TMP_SUFFIX}"):   # left by an interrupted run
-        stale.unlink()
+    # Left by an interrupted run; with a part, only its own: the others' may be being written.
+    own = {s[:2] for s in parts.own_shards(_plan(config), part)}
+    for stale in root.glob(f"*/*{shards.TMP_SUFFIX}"):
+        if part is None or _shard_key(stale) in own:
+            stale.unlink()
     return root
+
+
+def _shard_key(path: Path) -> tuple[str, int] | None:
+    """(split, shard index) of a shard file (or its temporary) under OUT/split/; None for a
+    file of another name."""
+    try:
+        return path.parent.name, int(path.name.split(".")[0].split("-")[1])
+    except (IndexError, ValueError):
+        return None
 
 
 def _check_held(root: Path, config: MakeConfig, resume: bool) -> None:
@@ -300,8 +318,10 @@ def _workers(config: MakeConfig) -> int:
 
 
 def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
-                 progress: bool = True, stop: threading.Event | None = None) -> Path:
+                 progress: bool = True, stop: threading.Event | None = None,
+                 part: parts.Part | None = None) -> Path:
     """Make the dataset `config` describes; returns the output root (see the module docstring).
+    With `part`, only that part's shards and its marker, no manifest (geogen.parts).
 
     `stop`, once set, ends the run between two work units (before any output when it is set
     while the sources load) with a KeyboardInterrupt, as a Ctrl-C does: the unfinished shard
@@ -313,11 +333,12 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
     # early, and forked workers inherit the loaded banks instead of loading them again.
     used_sources = variant.sources(config) if variant.sources else None
     _stopping(stop)
-    root = _prepare_out(config, resume, force)
+    root = _prepare_out(config, resume, force, part)
     chunk_n = shards.chunk_samples(config.size, config.frames, len(variant.slots))
     fields = variant.fields
     plan = _plan(config)
-    todo = [s for s in plan
+    mine = parts.own_shards(plan, part)
+    todo = [s for s in mine
             if not shards.is_whole(_shard_file(root, s[0], s[1]), s[2], s[3])]
     units = [u for s in todo for u in _units(config, s, chunk_n)]
     left = {(s[0], s[1]): s[3] for s in todo}   # samples still to write per shard
@@ -368,23 +389,41 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
             pool.terminate()
             pool.join()
 
-    manifest = {
-        "variant": config.variant, "seed": config.seed, "size": config.size,
-        "frames": config.frames, "counts": config.counts(),
-        "generator_version": GENERATOR_VERSION, "schema_version": schema.SCHEMA_VERSION,
-        "config": config.content(), "chunk_samples": chunk_n,
-        "fields": list(fields),
-        "shards": {split: [{"file": f"{split}/{shards.shard_name(k)}", "first_index": first,
-                            "count": count,
-                            "sha256": shards.file_sha256(_shard_file(root, split, k))}
-                           for sp, k, first, count in plan if sp == split]
-                   for split in schema.SPLITS},
-    }
-    manifest.update(variant.manifest_entries)   # slots, classes, ... (none for Geo's slots)
-    if used_sources is not None:
-        manifest["sources"] = used_sources
+    sha = {(split, k): shards.file_sha256(_shard_file(root, split, k)) for split, k, _, _ in mine}
+    if part is not None:
+        entries = [{"file": f"{split}/{shards.shard_name(k)}", "first_index": first,
+                    "count": count, "sha256": sha[(split, k)]} for split, k, first, count in mine]
+        try:
+            parts.write_marker(root, part, config.content(), entries, used_sources)
+        except OSError as err:
+            raise write_failure(root, err) from None
+        return root
+    manifest = build_manifest(config, plan, sha, used_sources)
     try:
         shards.write_json_atomic(root / shards.MANIFEST, manifest)
     except OSError as err:
         raise write_failure(root, err) from None
     return root
+
+
+def build_manifest(config: MakeConfig, plan: list[tuple[str, int, int, int]],
+                   sha: dict[tuple[str, int], str], sources: dict | None) -> dict:
+    """The manifest of a finished dataset: its settings and every shard with its sha256 (by
+    (split, shard index)); a one-part run and the merge of parts both write this one."""
+    variant = get_variant(config.variant)
+    manifest = {
+        "variant": config.variant, "seed": config.seed, "size": config.size,
+        "frames": config.frames, "counts": config.counts(),
+        "generator_version": GENERATOR_VERSION, "schema_version": schema.SCHEMA_VERSION,
+        "config": config.content(),
+        "chunk_samples": shards.chunk_samples(config.size, config.frames, len(variant.slots)),
+        "fields": list(variant.fields),
+        "shards": {split: [{"file": f"{split}/{shards.shard_name(k)}", "first_index": first,
+                            "count": count, "sha256": sha[(split, k)]}
+                           for sp, k, first, count in plan if sp == split]
+                   for split in schema.SPLITS},
+    }
+    manifest.update(variant.manifest_entries)   # slots, classes, ... (none for Geo's slots)
+    if sources is not None:
+        manifest["sources"] = sources
+    return manifest

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import zlib
 from pathlib import Path
 
@@ -131,7 +132,9 @@ def file_sha256(path: Path) -> str:
 
 
 def write_json_atomic(path: Path, obj: dict) -> None:
-    tmp = Path(str(path) + TMP_SUFFIX)
+    # The temporary's name is the writer's own: the parts of one dataset, made on several
+    # machines at once, each write the same run.json (geogen.parts).
+    tmp = Path(f"{path}.{socket.gethostname()}-{os.getpid()}{TMP_SUFFIX}")
     try:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)

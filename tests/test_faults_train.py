@@ -29,7 +29,7 @@ def launched(monkeypatch):
     """flowcaps.launch.launch replaced by a recorder: the checks before the ranks, alone."""
     calls = []
 
-    def launch_(cfg, data, ranks, progress):
+    def launch_(cfg, data, ranks, progress, rendezvous=None):
         calls.append(data)
         torch.manual_seed(0)
         return checkpoint.save(f"{cfg.out}/model.pt", cfg, FlowCapsules(cfg.model),

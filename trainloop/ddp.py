@@ -19,9 +19,19 @@ def setup(device: torch.device) -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1
+    if device.type == "cuda" and "LOCAL_RANK" in os.environ:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # a node's ranks: one GPU each
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return dist.get_rank(), dist.get_world_size()
+
+
+def leave() -> None:
+    """Leave the process group a rank joined, before the interpreter exits: left to its exit,
+    gloo's threads were now and then torn down unjoined and the rank aborted ("terminate called
+    without an active exception"), failing a finished run."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def agree(values: list[float], world: int, device: torch.device) -> list[float]:

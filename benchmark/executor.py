@@ -1,0 +1,118 @@
+"""Runs on a cluster: one Slurm job per (method, dataset, profile, variant, seed), through
+submitit (the optional extra `pip install '.[cluster]'`); no scheduler of our own.
+
+The data every job reads is made (or checked) here first, as `--jobs` does, so no two jobs
+make one folder. Each job runs `runner.execute` on its one seed and writes its record into the
+same record tree as a local run (a shared file system). A job that fails (an error, a time
+limit, a node lost) leaves a note beside its record's place (`records.write_failure`): the
+tables' skip list names it, and the record, once a later run writes it, replaces it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from benchmark import records
+from benchmark.errors import BenchmarkError
+from benchmark.runner import Plan, execute, prepare_data
+
+EXECUTORS = ("local", "slurm")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    partition: str | None = None  # None: the cluster's default partition
+    gpus_per_job: int = 1
+    time_minutes: int = 60  # each job's limit; Slurm ends a job past it
+    cpus_per_job: int = 8
+    log_folder: Path = Path("runs") / "slurm"  # submitit's pickles and each job's stdout/stderr
+    cluster: str = "slurm"  # submitit's AutoExecutor cluster; "local" runs the jobs here (tests)
+
+    def validate(self) -> None:
+        if self.gpus_per_job < 0 or self.time_minutes < 1 or self.cpus_per_job < 1:
+            raise BenchmarkError("--gpus must be >= 0, --time-limit and --cpus >= 1")
+
+
+def _submitit():
+    try:
+        import submitit
+    except ImportError:
+        raise BenchmarkError("--executor slurm needs submitit: pip install '.[cluster]'") from None
+    return submitit
+
+
+def one_per_seed(plans: list[Plan]) -> list[Plan]:
+    """Each plan split into one plan per seed: a job each."""
+    return [replace(p, req=replace(p.req, seeds=(seed,)), targets=(target,))
+            for p in plans for seed, target in zip(p.req.seeds, p.targets)]
+
+
+def job_name(p: Plan) -> str:
+    r = p.req
+    return "-".join(["flowbench", r.method, r.dataset, r.profile]
+                    + ([r.variant.tag()] if r.variant.tag() else []) + [f"seed{r.seeds[0]}"])
+
+
+def run_job(p: Plan) -> list[str]:
+    """What a job runs: the plan's one seed, its record written (paths as text)."""
+    from trainloop.allocator import keep_freed_memory
+    keep_freed_memory()  # as `flowbench run` sets it
+    return [str(path) for path in execute(p, progress=False)]
+
+
+def submit_all(plans: list[Plan], opts: SlurmOptions, echo=print) -> list[Path]:
+    """Submit one job per seed of every plan, wait for them all; the records written. A job
+    that failed is reported, and noted beside its record's place, after all have ended."""
+    opts.validate()
+    submitit = _submitit()
+    jobs_plans = [p for p in one_per_seed(plans) if _to_submit(p, echo)]
+    prepare_data(jobs_plans, echo)
+    executor = submitit.AutoExecutor(folder=str(opts.log_folder), cluster=opts.cluster)
+    executor.update_parameters(timeout_min=opts.time_minutes, gpus_per_node=opts.gpus_per_job,
+                               cpus_per_task=opts.cpus_per_job, tasks_per_node=1, nodes=1,
+                               slurm_partition=opts.partition)
+    jobs = []
+    for p in jobs_plans:
+        executor.update_parameters(name=job_name(p))
+        job = executor.submit(run_job, p)
+        echo(f"submitted job {job.job_id}: {job_name(p)} (log {opts.log_folder})")
+        jobs.append((job, p))
+    written, failed = [], 0
+    for done, (job, p) in enumerate(jobs):
+        try:
+            written += [Path(s) for s in job.result()]
+            echo(f"job {job.job_id} done: {p.targets[0]}")
+        except KeyboardInterrupt:
+            raise BenchmarkError(f"stopped waiting; {len(jobs) - done} submitted job(s) go on "
+                                 f"(scancel stops them) and write their records as they end, "
+                                 f"but a failure among them is noted only in {opts.log_folder}"
+                                 ) from None
+        except Exception as err:  # submitit's errors carry the job's own traceback as text
+            failed += 1
+            reason = _reason(err)
+            records.write_failure(p.targets[0], reason, str(job.job_id))
+            echo(f"job {job.job_id} failed ({job_name(p)}): {reason}")
+    if failed:
+        raise BenchmarkError(f"{failed} of {len(jobs)} jobs failed; `flowbench table` lists "
+                             f"them as skipped; their logs are in {opts.log_folder}")
+    return written
+
+
+def _to_submit(p: Plan, echo) -> bool:
+    """A seed whose record is there is not submitted again (unless --force), as a local run
+    skips it."""
+    if p.targets[0].exists() and not p.req.force:
+        echo(f"record exists, skipping seed {p.req.seeds[0]}: {p.targets[0]} (--force redoes it)")
+        return False
+    return True
+
+
+def _reason(err: Exception) -> str:
+    """One line for a failed job: the last line of its traceback (submitit's FailedJobError
+    puts it between two dashed lines), else the first two lines of the scheduler's reason
+    (UncompletedJobError: "... has not produced any output (state: TIMEOUT)")."""
+    text = str(err)
+    body = (text.split("-" * 22)[1] if text.count("-" * 22) >= 2
+            else " ".join(text.split("\n")[:2]))
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:300]

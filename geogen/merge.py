@@ -1,0 +1,42 @@
+"""`geogen merge OUT`: the manifest of a dataset made in parts (`geogen make --part I/N`, see
+geogen.parts), written once every part is there and every shard is whole and unchanged."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from geogen import parts, shards
+from geogen.errors import GeogenError
+from geogen.make import RUN_RECORD, MakeConfig, _plan, _shard_file, build_manifest, validate
+
+
+def merge_dataset(root: str | Path) -> Path:
+    """Check the parts of OUT and write its manifest (the one a one-part run writes); the part
+    markers are removed after it. A GeogenError (one line) for anything missing or changed."""
+    root = Path(root)
+    record = root / RUN_RECORD
+    if not record.is_file():
+        raise GeogenError(f"{root}: no {RUN_RECORD}, not a folder that geogen make --part wrote")
+    if (root / shards.MANIFEST).is_file():
+        raise GeogenError(f"{root}: already holds a finished dataset ({shards.MANIFEST}); "
+                          f"nothing to merge")
+    try:
+        content = json.loads(record.read_text())
+        config = MakeConfig(**content, out=str(root))
+    except (OSError, ValueError, TypeError):
+        raise GeogenError(f"{record}: unreadable; make the parts again") from None
+    validate(config)
+    plan = _plan(config)
+    recorded, sources = parts.read_markers(root, config.content(), plan)
+    for split, k, first, count in plan:
+        path = _shard_file(root, split, k)
+        if not shards.is_whole(path, first, count):
+            raise GeogenError(f"{path}: missing or not whole, though its part finished; make "
+                              f"that part again")
+        if shards.file_sha256(path) != recorded[(split, k)]:
+            raise GeogenError(f"{path}: changed since its part finished (sha256 differs); make "
+                              f"that part again")
+    shards.write_json_atomic(root / shards.MANIFEST, build_manifest(config, plan, recorded,
+                                                                    sources))
+    parts.clear_markers(root)
+    return root

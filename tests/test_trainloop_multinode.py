@@ -1,0 +1,120 @@
+"""Two "nodes" on loopback (two torchrun agents of one rank each, meeting at a c10d rendezvous)
+train the smoke profile exactly as one node with two ranks and the same global batch; a Ctrl-C
+on one node stops both at one step, and the same commands resume to the same log."""
+import csv
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from flowcaps import launch
+from trainloop.errors import LoopError
+from trainloop.rendezvous import Rendezvous
+
+EPOCHS = "10"  # 30 steps of 8 pairs per rank: long enough to interrupt, seconds to run
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _agent(data, out, *extra) -> subprocess.Popen:
+    """`flowcaps train` of the smoke profile, as a terminal's foreground job of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "flowcaps.cli", "train", str(data), "--profile", "smoke",
+         "--out", str(out), "--device", "cpu", "--epochs", EPOCHS, "--set", "log_every=1",
+         "--quiet", *extra], env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # CI may ignore SIGINT
+
+
+def _two_nodes(data, out) -> list[subprocess.Popen]:
+    endpoint = f"127.0.0.1:{_free_port()}"
+    return [_agent(data, out, "--nnodes", "2", "--rdzv-endpoint", endpoint,
+                   "--rdzv-id", "loopback") for _ in range(2)]
+
+
+def _losses(path) -> list[dict]:
+    """The log without its clock columns (seconds, pairs per second)."""
+    return [{k: v for k, v in row.items() if k not in ("seconds", "pairs_per_s")}
+            for row in csv.DictReader(open(path))]
+
+
+def _finish(procs, timeout=240) -> list[tuple[int, str]]:
+    out = []
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=timeout)
+            out.append((p.returncode, err.strip()))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    return out
+
+
+def test_two_loopback_nodes_train_and_resume_as_one_node_of_two_ranks(tiny_geo, tmp_path):
+    [(code, err)] = _finish([_agent(tiny_geo, tmp_path / "one", "--set", "cpu_ranks=2")])
+    assert code == 0, err
+    reference = _losses(tmp_path / "one" / "log.csv")
+    assert [int(r["step"]) for r in reference] == list(range(1, 31))
+
+    run = tmp_path / "two"
+    nodes = _two_nodes(tiny_geo, run)
+    try:
+        deadline = time.monotonic() + 180
+        while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > 4):
+            assert all(p.poll() is None for p in nodes) and time.monotonic() < deadline, \
+                "the two nodes did not start training"
+            time.sleep(0.1)
+        os.killpg(nodes[1].pid, signal.SIGINT)  # Ctrl-C on one node: both stop at one step
+    finally:
+        results = _finish(nodes)
+    for code, err in results:
+        assert code == 130, err
+        assert err.startswith("Error: interrupted at step ") and "\n" not in err, err
+    stopped = _losses(run / "log.csv")
+    assert 4 <= len(stopped) < 30 and stopped == reference[:len(stopped)]
+
+    results = _finish(_two_nodes(tiny_geo, run))  # the same commands resume
+    assert [code for code, _ in results] == [0, 0], results
+    assert _losses(run / "log.csv") == reference
+    # Global rank 0 alone wrote the checkpoint; the per-rank config halves the global batch.
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt", "launch_config.json",
+                                                     "log.csv", "model.pt"]
+
+
+def test_rendezvous_flags_and_their_errors():
+    assert Rendezvous().torchrun_args(2) == ["--standalone", "--nproc-per-node=2"]
+    assert Rendezvous(2, 1, "h:29400", "x").torchrun_args(4) == [
+        "--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d", "--rdzv-endpoint=h:29400",
+        "--rdzv-id=x", "--node-rank=1"]
+    for bad, says in [(Rendezvous(2), "needs --rdzv-endpoint"),
+                      (Rendezvous(2, endpoint="host"), "needs --rdzv-endpoint"),
+                      (Rendezvous(2, 2, "h:1"), "--node-rank must be in 0..1"),
+                      (Rendezvous(1, endpoint="h:1"), "for --nnodes 2 or more"),
+                      (Rendezvous(0), "--nnodes must be >= 1")]:
+        with pytest.raises(LoopError, match=says):
+            bad.validate()
+
+
+def test_a_bad_rendezvous_is_one_line_before_torchrun_starts(tiny_geo, tmp_path):
+    proc = _agent(tiny_geo, tmp_path / "run", "--nnodes", "2")
+    [(code, err)] = _finish([proc], timeout=60)
+    assert code == 1 and err == ("Error: --nnodes 2 needs --rdzv-endpoint HOST:PORT (where the "
+                                 "nodes meet), got None")
+    assert not (tmp_path / "run").exists()
+
+
+def test_each_node_starts_its_share_of_the_ranks(monkeypatch):
+    from flowcaps.profiles import smoke
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    cfg = smoke().replace(cpu_ranks=2)
+    assert launch.ranks_for(cfg, "cpu", Rendezvous(2, endpoint="h:1")) == 2
+    assert launch.per_rank_config(cfg, 2 * 2).batch_size == cfg.batch_size // 4
