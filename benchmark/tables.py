@@ -194,8 +194,22 @@ def _ceiling(records: list[dict], dataset: str, groups: bool = False) -> Ceiling
                    r.get("_path", ""))
 
 
-def _gt_note(label: str) -> str:
-    return f"{GT_MARK} {label}: sees the ground-truth flow at test time."
+def _gt_note(labels: list[str]) -> list[str]:
+    """One note for every method that sees the ground-truth flow (none: no note)."""
+    if not labels:
+        return []
+    verb = "sees" if len(labels) == 1 else "see"
+    return [f"{GT_MARK} {', '.join(labels)}: {verb} the ground-truth flow at test time."]
+
+
+def _visible_only_note(labels: list[str]) -> list[str]:
+    """One note for every visible-only method of Table 1a (none: no note)."""
+    if not labels:
+        return []
+    one = len(labels) == 1
+    return [f"{AMODAL_MARK} {', '.join(labels)}: visible-only masks; {'its' if one else 'their'} "
+            f"cells here are the ceiling (what the ground-truth visible masks score against the "
+            f"amodal truth), not a score; {'its' if one else 'their'} visible IoU is in Table 1b."]
 
 
 def _part(key: str, part: str, groups: bool = False) -> Callable[[dict], float | None]:
@@ -205,19 +219,18 @@ def _part(key: str, part: str, groups: bool = False) -> Callable[[dict], float |
 def table1(records: list[dict], methods: dict, profile: str | None = None) -> Table:
     """Table 1a: amodal IoU; a visible-only method's cells hold the dataset's ceiling."""
     cols = _methods_of(spec.TABLE1, methods)
-    headers, notes = [], []
+    headers, visible_only, sees = [], [], []
     for name, label in cols:
         m = methods.get(name)
         marks = ""
         if _visible_only(m):
             marks += AMODAL_MARK
-            notes.append(f"{AMODAL_MARK} {label}: visible-only masks; its cells here are the "
-                         f"ceiling (what the ground-truth visible masks score against the amodal "
-                         f"truth), not a score; its visible IoU is in Table 1b.")
+            visible_only.append(label)
         if m is not None and "flow" in m.uses_ground_truth:
             marks += GT_MARK
-            notes.append(_gt_note(label))
+            sees.append(label)
         headers.append(label + marks)
+    notes = _visible_only_note(visible_only) + _gt_note(sees)
     t = Table(spec.TABLE1.title, ["dataset", "shape"], headers, notes=notes)
     ceilings = {ds: _ceiling(records, ds) for ds in spec.DATASETS}
     for ds in spec.DATASETS:
@@ -320,13 +333,14 @@ def _fill_cmds(older: list[dict], method: str, dataset: str, profile: str | None
 def table1_visible(records: list[dict], methods: dict, profile: str | None = None) -> Table:
     """Table 1b: visible IoU of every method, from records scored under the current rule."""
     cols = _methods_of(spec.TABLE1, methods)
-    headers, notes = [], []
+    headers, seeing = [], []
     for name, label in cols:
         m = methods.get(name)
         sees = m is not None and "flow" in m.uses_ground_truth
         headers.append(label + (GT_MARK if sees else ""))
         if sees:
-            notes.append(_gt_note(label))
+            seeing.append(label)
+    notes = _gt_note(seeing)
     t = Table(spec.TABLE1_VISIBLE_TITLE, ["dataset", "shape"], headers, notes=notes)
     older = [r for r in records if _no_overrides(r) and not _scored_now(r)
              and r["method"] in dict(cols) and r["dataset"] in spec.DATASETS
