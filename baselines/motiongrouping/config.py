@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from baselines.configs import build, json_object, replaced
 from baselines.motiongrouping.errors import MotionGroupingError
 
 DEVICES = ("cpu", "cuda", "auto")
@@ -112,43 +113,13 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "TrainConfig":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise MotionGroupingError(f"train config is not valid JSON: {err}") from None
-        if not isinstance(raw, dict):
-            raise MotionGroupingError("train config must be a JSON object")
-        raw = dict(raw)
-        model = _build(ModelConfig, raw.pop("model", {}))
-        return _build(cls, {**raw, "model": model})
+        raw = json_object(text, MotionGroupingError)
+        model = build(ModelConfig, raw.pop("model", {}), MotionGroupingError)
+        return build(cls, {**raw, "model": model}, MotionGroupingError)
 
     def replace(self, **changes: Any) -> "TrainConfig":
         """A copy with some fields changed; `model` may be a dict of model-field changes."""
-        changes = _tuples(changes)
-        model = changes.pop("model", None)
-        try:
-            if isinstance(model, dict):
-                model = dataclasses.replace(self.model, **_tuples(model))
-            if model is not None:
-                changes["model"] = model
-            return dataclasses.replace(self, **changes)
-        except TypeError as err:
-            raise MotionGroupingError(f"unknown config field: {err}") from None
-
-
-def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
-    # JSON gives lists; the frozen dataclasses hold tuples so they stay hashable.
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-
-
-def _build(cls: type, raw: Any) -> Any:
-    if not isinstance(raw, dict):
-        raise MotionGroupingError(f"{cls.__name__} must be a JSON object")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(raw) - names
-    if unknown:
-        raise MotionGroupingError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
-    return cls(**_tuples(raw))
+        return replaced(self, changes, MotionGroupingError)
 
 
 # The quick profile: a 2-core CPU, about 30 minutes wall with data and evaluation, one thread

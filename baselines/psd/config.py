@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from baselines.configs import build, json_object, replaced
 from baselines.psd.errors import PsdError
 
 DEVICES = ("cpu", "cuda", "auto")
@@ -134,28 +135,16 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "TrainConfig":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise PsdError(f"train config is not valid JSON: {err}") from None
+        raw = json_object(text, PsdError)
         raw = {k: v for k, v in raw.items() if k not in RETIRED}
         model = dict(raw.pop("model", {}))
         if model and "odd_motion" not in model:  # written before these switches existed
             model = {**LEGACY_MODEL, "motion_encoder_layers": None, **model}
-        return _build(cls, {**raw, "model": _build(ModelConfig, model)})
+        return build(cls, {**raw, "model": build(ModelConfig, model, PsdError)}, PsdError)
 
     def replace(self, **changes: Any) -> "TrainConfig":
         """A copy with some fields changed; `model` may be a dict of model-field changes."""
-        changes = _tuples(changes)
-        model = changes.pop("model", None)
-        try:
-            if isinstance(model, dict):
-                model = dataclasses.replace(self.model, **_tuples(model))
-            if model is not None:
-                changes["model"] = model
-            return dataclasses.replace(self, **changes)
-        except TypeError as err:
-            raise PsdError(f"unknown config field: {err}") from None
+        return replaced(self, changes, PsdError)
 
 
 # What a checkpoint written before the faithful profile trained with, for the fields it lacks.
@@ -163,17 +152,8 @@ LEGACY_MODEL = {"odd_motion": True, "unet_down_bias": True, "bn_init_std": 0.0}
 RETIRED = ("min_active",)  # train fields that no longer exist (forced dead dims active)
 
 
-def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
-    # JSON gives lists; the frozen dataclasses hold tuples so they stay hashable.
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
 
 
-def _build(cls: type, raw: dict[str, Any]) -> Any:
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(raw) - names
-    if unknown:
-        raise PsdError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
-    return cls(**_tuples(raw))
 
 
 # The faithful model (PSD's public code) at the data's side: the long profile, 3 CPU hours on

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from baselines.configs import build, json_object, replaced
 from baselines.rnem.errors import RnemError
 
 DEVICES = ("cpu", "cuda", "auto")
@@ -111,49 +112,20 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "TrainConfig":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise RnemError(f"train config is not valid JSON: {err}") from None
-        if not isinstance(raw, dict):
-            raise RnemError("train config must be a JSON object")
-        raw = dict(raw)
+        raw = json_object(text, RnemError)
         model = raw.pop("model", {})
         if isinstance(model, dict) and "warmup" not in model:
             model = {**model, "warmup": 0}  # configs written before the warm-up had none
-        model = _build(ModelConfig, model)
-        return _build(cls, {**raw, "model": model})
+        model = build(ModelConfig, model, RnemError)
+        return build(cls, {**raw, "model": model}, RnemError)
 
     def replace(self, **changes: Any) -> "TrainConfig":
         """A copy with some fields changed; `model` may be a dict of model-field changes."""
-        changes = _tuples(changes)
-        model = changes.pop("model", None)
-        if isinstance(model, dict):
-            try:
-                model = dataclasses.replace(self.model, **_tuples(model))
-            except TypeError as err:
-                raise RnemError(f"unknown model config field: {err}") from None
-        if model is not None:
-            changes["model"] = model
-        try:
-            return dataclasses.replace(self, **changes)
-        except TypeError as err:
-            raise RnemError(f"unknown config field: {err}") from None
+        return replaced(self, changes, RnemError)
 
 
-def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
-    # JSON gives lists; the dataclasses hold tuples so they stay hashable and frozen.
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
 
 
-def _build(cls: type, raw: Any) -> Any:
-    if not isinstance(raw, dict):
-        raise RnemError(f"{cls.__name__} must be a JSON object")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(raw) - names
-    if unknown:
-        raise RnemError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
-    return cls(**_tuples(raw))
 
 
 # The official training at the official side, batch, K and schedule (one EM step per frame
