@@ -281,8 +281,9 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
         raise FlowcapsError(f"batch_size {config.batch_size} is the global batch: it needs at "
                             f"least one pair for each of the {world} ranks")
     if "RANK" not in os.environ:  # the launcher checked these before it started the ranks
-        if not (Path(data) / "manifest.json").is_file():
-            raise FlowcapsError(f"{data} is not a geogen dataset (no manifest.json)")
+        for root in _roots(config, Path(data)):  # the data, and the data mixed in
+            if not (root / "manifest.json").is_file():
+                raise FlowcapsError(f"{root} is not a geogen dataset (no manifest.json)")
         if force and Path(config.out).is_dir():
             _clear_run_folder(Path(config.out))
         _check_run_folder(config, world, _data_meta(config, Path(data)))

@@ -53,7 +53,8 @@ def _data(folder: Path, variant: str, size: int) -> str:
 def _cli_config(monkeypatch, *args: str) -> TrainConfig:
     """The config `flowcaps train ARGS` hands to training."""
     seen = []
-    monkeypatch.setattr(flowcaps.cli, "run_train", lambda cfg, data, progress: seen.append(cfg))
+    monkeypatch.setattr(flowcaps.cli, "run_train", lambda cfg, data, progress, **kw: seen.append(cfg))
+    monkeypatch.setattr(flowcaps.cli, "_trained", lambda path: "not trained (a test)")
     res = CliRunner().invoke(flowcaps.cli.main, ["train", *args])
     assert res.exit_code == 0, res.output
     return seen[0]
