@@ -14,8 +14,8 @@ def test_the_readme_says_how_to_get_a_cuda_torch_and_what_auto_picks(monkeypatch
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
     flat = " ".join(readme.split())
-    assert "the `gpu` profile needs a CUDA build in `.venv` (`docs/benchmark.md`, \"On a GPU\"" in flat
-    assert "`--device auto`, the default, takes cuda when torch sees a GPU, else the CPU" in flat
+    assert "for the `gpu` profile a CUDA build, see `docs/benchmark.md`, \"On a GPU\"" in flat
+    assert "`--device auto` takes cuda when torch sees a GPU" in flat
     # the section it points at gives the command, for the torch the Makefile pins
     docs = (REPO / "docs" / "benchmark.md").read_text()
     section = docs.split("### On a GPU\n", 1)[1].split("\n#", 1)[0]
