@@ -227,7 +227,7 @@ def _psd(profile: str) -> Subject:
     b, size = cfg.batch_size, cfg.model.image_size
     frames = torch.from_numpy(synthetic_pairs(b, size))
     flow = torch.randn(b, size, size, 2, generator=torch.Generator().manual_seed(0)).half()
-    return Subject("psd", PsdTask(cfg, flow), (frames, flow), cfg.threads or _cores(), None)
+    return Subject("psd", PsdTask(cfg, frames, flow), (frames, flow), cfg.threads or _cores(), None)
 
 
 @subject("rnem")

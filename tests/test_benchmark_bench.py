@@ -68,3 +68,18 @@ def test_smoke_bench_record(tmp_path):
 def test_bad_input_is_one_line(args, message):
     res = CliRunner().invoke(main, ["bench", "--profile", "smoke", *args])
     assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
+
+
+def test_every_method_has_a_smoke_bench(tmp_path):
+    """Each bench subject builds its method's own training step (a changed trainer signature
+    fails here, not in a user's bench run)."""
+    from benchmark import bench
+    out = tmp_path / "bench.json"
+    args = ["bench", "--profile", "smoke", "--steps", "1", "--out", str(out)]
+    for name in bench.SUBJECTS:
+        args += ["--method", name]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["method"] for r in rows] == list(bench.SUBJECTS)
+    assert all(r["mflop_per_row"] > 0 for r in rows)
