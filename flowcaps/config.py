@@ -36,13 +36,7 @@ class ModelConfig:
     # GroupNorm with this many groups after each encoder conv but the first (at full resolution
     # it would cost the most), before its ReLU; 0 = none (the paper).
     enc_norm: int = 0
-    # Where the encoder's first halving of the side comes. "pool" (the paper's): the first conv
-    # at full side, then its 2x2 pool. "space_to_depth": the image's 2x2 cells become channels
-    # (3 -> 12) before the first conv; "strided": the first conv has stride 2. Either way the
-    # pool after the second conv goes, so the first two convs run at half their "pool" side
-    # (a quarter of their FLOPs; "strided" also cuts the first conv's taps by 4) and every
-    # later block, the heat map and the FC keep their sides.
-    enc_stem: str = "pool"
+    enc_stem: str = "pool"  # where the first halving comes: "pool" (the paper's), see docs/flowcaps.md
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
     # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
     # position of a per-capsule heat map over the last-but-one conv block (see model.Encoder).
@@ -67,12 +61,8 @@ class ModelConfig:
     trans_bound: float = 1.5  # |t| <= bound via tanh, in the [-1, 1] image frame
     scale_init: float = 0.25  # canonical unit radius -> image radius (shapes span 0.2-0.3 L)
     scale_min: float = 0.05  # a floor on the scale keeps capsules from shrinking away
-    # Depth starts here for every capsule: with d ~ 0 the softmax of d * Lambda is uniform
-    # whatever the masks are, so the render loss gives them no gradient and they collapse.
-    depth_init: float = 4.0
-    # With the "static" background, d_k = depth_min + softplus(.): a floor keeps the softmax
-    # sharp, so a capsule cannot hedge with a soft, image-wide claim.
-    depth_min: float = 0.0
+    depth_init: float = 4.0  # every capsule's start: at d ~ 0 the masks get no gradient, collapse
+    depth_min: float = 0.0  # "static": d_k = depth_min + softplus(.), a floor against soft claims
     init_ring: float = 0.4  # capsules start on a ring of this radius, to break their symmetry
 
     @property
@@ -101,8 +91,7 @@ class ModelConfig:
                                 f"counts {self.enc_channels[1:]} of the encoder convs after the first")
         if self.dec_depth < 1:
             raise FlowcapsError(f"dec_depth must be >= 1, got {self.dec_depth}")
-        if self.enc_stem != "pool" and len(self.enc_channels) < 4:
-            # the heat map's block (the last-but-one) must come after the dropped pool
+        if self.enc_stem != "pool" and len(self.enc_channels) < 4:  # the heat map's block follows
             raise FlowcapsError(f"enc_stem {self.enc_stem!r} needs at least 4 encoder convs, got "
                                 f"{len(self.enc_channels)}")
         pools = len(self.enc_channels)
@@ -118,9 +107,7 @@ class RefineConfig:
     steps: int = 60  # 0 = off: the encoder's poses
     lr: float = 3e-3  # Adam's step on the pose numbers (image frame [-1, 1], radians, scale)
     band: int = 2  # px from an intensity change: elsewhere the masks give the poses no gradient
-    # Band pixels fitted per step, drawn afresh where a band is larger (0: all): a textured
-    # image is all band, and a draw scores as well, far faster (docs/flowcaps.md).
-    points: int = 512
+    points: int = 512  # band pixels fitted per step, drawn afresh (0: all; docs/flowcaps.md)
     seed: int = 0  # of the draws above
 
     def validate(self) -> None:
@@ -159,26 +146,14 @@ class TrainConfig:
     both_directions: bool = False  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
     w_center: float = 1e-2
-    # "spread" (the paper): E_u[Lambda |v|^2] in the canonical frame, which a huge scale can
-    # shrink; "spread_image": E_u[Lambda |u - t|^2] = s^2 E_u[Lambda |v|^2], which it cannot.
-    center_form: str = "spread"
-    # w_center ramps up linearly from 0 over this fraction of the run: an early size penalty
-    # shrinks capsules to nothing before they find a shape, and they never recover.
-    center_warmup: float = 0.0
+    center_form: str = "spread"  # E_u[Lambda |v|^2] (the paper) or "spread_image": E_u[Lambda |u - t|^2]
+    center_warmup: float = 0.0  # w_center ramps up from 0 over this fraction of the run
     # Flat-colour layered appearance term (losses.appearance_loss); 0 = off (the paper).
     w_appearance: float = 0.0
-    # The appearance term's background layer: "colour" one flat colour like the capsules' layers,
-    # or "still" the other frame at the same pixel (a static background, textured or not).
-    appearance_background: str = "colour"
-    # Weight of losses.slow_loss, E_u |Phi(u)|^2 in pixels^2: of the motions the image cannot
-    # tell apart (a plain background), the slowest; 0 = off (the paper).
-    w_slow: float = 0.0
-    # Fade the heat maps' spatial prior out over this fraction of the run (0 = keep it): it breaks
-    # the capsules' symmetry at the start, but kept, a capsule owns a region, not a kind of shape.
-    prior_anneal: float = 0.0
-    # The encoder sees each frame's colour channels in its own random order (the losses keep the
-    # true frames), so a capsule cannot be "the red shape": Geo deals colours out at random.
-    colour_shuffle: bool = False
+    appearance_background: str = "colour"  # its background layer: a flat colour, or "still" (frame 1)
+    w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
+    prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
+    colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
     grad_clip: float = 1.0  # 0 = off; below 0, torch's clipping would flip the gradient
     # bf16 autocast of the network: True, False, or "auto" (on where the hardware computes bf16
     # natively, flowcaps.precision; the checkpoint's meta says what a run used).
