@@ -47,3 +47,14 @@ def replaced(cfg: Any, changes: dict[str, Any], error: type[Exception]) -> Any:
         return dataclasses.replace(cfg, **changes)
     except TypeError as err:
         raise error(f"unknown config field: {err}") from None
+
+
+def loop_config(cfg: Any):
+    """The shared loop's settings from a train config with the common budget fields (PSD's and
+    Motion Grouping's; R-NEM and SCAE add validation or their own budget)."""
+    import trainloop
+    return trainloop.LoopConfig(
+        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, steps=cfg.steps,
+        max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads or 0,
+        explode_factor=cfg.explode_factor, log_every=cfg.log_every,
+        checkpoint_minutes=cfg.checkpoint_minutes)

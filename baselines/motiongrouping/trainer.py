@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import trainloop
+from baselines.configs import loop_config
 from baselines.motiongrouping import checkpoint
 from baselines.motiongrouping.config import TrainConfig
 from baselines.motiongrouping.errors import MotionGroupingError
@@ -83,14 +84,6 @@ class MotionGroupingTask(trainloop.Task):
         terms = mg_loss(out.flow, flow, out.alphas, w_recon=cfg.w_recon, w_entropy=w_entropy,
                         eps=cfg.entropy_eps)
         return terms.total, {t: getattr(terms, t) for t in TERMS}
-
-
-def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
-    return trainloop.LoopConfig(
-        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, steps=cfg.steps,
-        max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads or 0,
-        explode_factor=cfg.explode_factor, log_every=cfg.log_every,
-        checkpoint_minutes=cfg.checkpoint_minutes)
 
 
 def fit(config: TrainConfig, flow: np.ndarray, *, progress: bool = True,

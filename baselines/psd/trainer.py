@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import trainloop
+from baselines.configs import loop_config
 from baselines.psd import checkpoint
 from baselines.psd.config import TrainConfig
 from baselines.psd.data import load_train, load_visible
@@ -133,14 +134,6 @@ class PsdTask(trainloop.Task):
             summary["probe"] = probe(model, self.frames[:n, 0].numpy(),
                                      self.flow[:n].float().numpy(), self.visible)
         return summary
-
-
-def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
-    return trainloop.LoopConfig(
-        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, steps=cfg.steps,
-        max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads or 0,
-        explode_factor=cfg.explode_factor, log_every=cfg.log_every,
-        checkpoint_minutes=cfg.checkpoint_minutes)
 
 
 def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: bool = True,
