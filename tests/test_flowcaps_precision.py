@@ -1,4 +1,5 @@
-"""bf16 autocast: "auto" follows the CPU's flags, the trainer resolves it once and records it."""
+"""bf16 autocast: "auto" follows the CPU's flags and the kernels torch may use, the trainer
+resolves it once and records it."""
 import pytest
 import torch
 
@@ -26,11 +27,30 @@ def test_cpu_flags_are_read_from_the_first_flags_line():
 
 @pytest.mark.parametrize("native", [True, False])
 def test_auto_follows_the_cpu_and_an_explicit_setting_wins(monkeypatch, native):
-    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: native)
     cpu = torch.device("cpu")
     assert precision.resolve_bf16("auto", cpu) is native
     assert precision.resolve_bf16(True, cpu) is True
     assert precision.resolve_bf16(False, cpu) is False
+
+
+def test_auto_is_off_where_torch_runs_avx2_kernels_on_a_bf16_cpu(monkeypatch):
+    # ATEN_CPU_CAPABILITY=avx2 and ONEDNN_MAX_CPU_ISA=AVX2 keep the flags but not the instructions
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert precision.resolve_bf16("auto", cpu) is False
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert precision.resolve_bf16("auto", cpu) is True
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert precision.resolve_bf16("auto", cpu) is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx512_core_amx")
+    assert precision.resolve_bf16("auto", cpu) is True
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    assert precision.resolve_bf16("auto", cpu) is False
+    assert precision.resolve_bf16(True, cpu) is True  # asked for by name, it is still on
 
 
 def test_the_setting_takes_true_false_or_auto():
@@ -50,7 +70,7 @@ def test_the_loss_refuses_an_unresolved_setting():
 
 @pytest.mark.parametrize("native", [True, False])
 def test_a_run_records_the_precision_it_used(tmp_path, monkeypatch, native):
-    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: native)
     cfg = tiny_config(tmp_path / "run", bf16="auto", epochs=1)
     path = train_mod.fit(cfg, tiny_pairs(16), progress=False)
     blob = checkpoint.read(path)
