@@ -18,6 +18,7 @@ from benchmark.errors import BenchmarkError
 # A tool of one method lives beside its adapter, not in the core: FlowCapsules' probes.
 from benchmark.methods import flowcaps_diagnose
 from benchmark.records import COMMITTED, LOCAL
+from benchmark.show import KINDS as SHOW_KINDS
 from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
 from geogen.stopping import exit_status, signals_raise
@@ -268,7 +269,9 @@ def table_cmd(fmt, results, profile, output, readme):
 
 @main.command("show", epilog=_example(
     "flowbench show results/records/geo/flowcaps/gpu/seed0.json -o fig.png",
-    "flowbench show checkpoints/flowcaps_geo_quick.pt -o fig.jpg --pairs 2"))
+    "flowbench show checkpoints/flowcaps_geo_quick.pt -o fig.jpg --pairs 2",
+    "flowbench show results/records/articulated/flowcaps/quick/seed0.json -o parts.png "
+    "--kind parts"))
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="the figure; its extension gives the type (.png, .jpg, ...)")
@@ -282,13 +285,17 @@ def table_cmd(fmt, results, profile, output, readme):
               help="how many test pairs to draw (1-16), a block of rows each")
 @click.option("--start", type=click.IntRange(0), default=0, show_default=True,
               help="first test pair shown")
+@click.option("--kind", type=click.Choice(SHOW_KINDS), default="pairs", show_default=True,
+              help="pairs: every map of each pair; parts: each capsule's mask on the parts in "
+                   "the parts' colours (the paper's Exercise figure)")
 @_friendly
-def show_cmd(source, output, method, dataset, data, pairs, start):
+def show_cmd(source, output, method, dataset, data, pairs, start, kind):
     """Draw I, I', flows, the warp, every capsule's masks (and a method's extra maps) for a few
-    test pairs. SOURCE is a result record (.json) or a checkpoint."""
+    test pairs, or (--kind parts) each capsule's mask on the parts. SOURCE is a result record
+    (.json) or a checkpoint."""
     from benchmark.show import show
     path = show(source, output, method_name=method, dataset=dataset, data=data, pairs=pairs,
-                start=start, echo=click.echo)
+                start=start, kind=kind, echo=click.echo)
     click.echo(f"wrote {path}")
 
 

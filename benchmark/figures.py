@@ -7,8 +7,8 @@ capsule each shape slot is given, chosen once over a test split, not per image),
 rows of tiles, then one per extra:
 1. I, I', ground-truth flow, predicted flow, I' warped to I with the predicted flow
    (I_warp(u) = I'(u + Phi(u)), the trainer's backward warp);
-2. the ground-truth amodal mask of each shape (S tiles), then each capsule's amodal mask
-   Lambda_k, labelled with the shape the assignment gives it;
+2. the ground-truth amodal mask of each slot (S tiles: the data's slots, its manifest's names),
+   then each capsule's amodal mask Lambda_k, labelled with the slot the assignment gives it;
 3. the same for the visible masks (ground truth, then Lambda+_k, by the visible assignment);
 4. each of the method's `Prediction.extras` (its own maps, K' tiles each), in name order.
 Flow colours: geogen.flowviz's wheel (zero flow white, hue the direction, saturation the
@@ -70,25 +70,32 @@ class Truth:
 
 @dataclass(frozen=True)
 class Assignment:
-    """The capsule of each shape slot (-1: none), for the amodal and the visible masks, and
-    where it was chosen (for the figure's title)."""
+    """The capsule of each slot (-1: none), for the amodal and the visible masks, where it was
+    chosen (for the figure's title), and the slots' names (the data's; Geo's by default)."""
 
     amodal: tuple[int, ...]  # (S,)
     visible: tuple[int, ...]  # (S,)
     source: str
+    slots: tuple[str, ...] = SLOTS
 
     @classmethod
-    def of(cls, metrics: dict, source: str) -> Assignment:
+    def of(cls, metrics: dict, source: str, slots: tuple[str, ...] = SLOTS) -> Assignment:
         """From a record's or SegmentationScore's metrics; records scored under rule 1 took the
         visible IoU at the amodal assignment."""
-        amodal = tuple(int(metrics["assignment"][n]) for n in SLOTS)
-        vis = metrics.get("visible_assignment")
-        return cls(amodal, amodal if vis is None else tuple(int(vis[n]) for n in SLOTS), source)
+        try:
+            amodal = tuple(int(metrics["assignment"][n]) for n in slots)
+            vis = metrics.get("visible_assignment")
+            visible = amodal if vis is None else tuple(int(vis[n]) for n in slots)
+        except KeyError as err:
+            raise BenchmarkError(f"the assignment names no slot {err}: it was scored on other "
+                                 f"data than these slots ({', '.join(slots)})") from None
+        return cls(amodal, visible, source, tuple(slots))
 
     def text(self) -> str:
         both = self.amodal == self.visible
-        show = lambda caps: ", ".join(f"{n} {k}" for n, k in zip(SLOTS, caps))  # noqa: E731
-        return (f"capsules by shape ({self.source}): " + show(self.amodal)
+        show = lambda caps: ", ".join(f"{n} {k}" for n, k in zip(self.slots, caps))  # noqa: E731
+        what = "shape" if self.slots == SLOTS else "part"
+        return (f"capsules by {what} ({self.source}): " + show(self.amodal)
                 + ("" if both else f"; visible: {show(self.visible)}"))
 
 
@@ -97,7 +104,7 @@ def pair_iou(pred: Prediction, b: int, truth: Truth) -> tuple[float, float]:
     slots (benchmark.metrics' "all"), a slot without a capsule scoring 0."""
     amodal = iou_matrix(pred.masks[b:b + 1] > THRESHOLD, truth.amodal[None])[0]  # (K, S)
     visible = iou_matrix(visible_masks(pred.visible[b:b + 1]),
-                         slot_masks(truth.visible[None]))[0]  # (K, S)
+                         slot_masks(truth.visible[None], len(truth.present)))[0]  # (K, S)
     out = []
     for iou, caps in ((amodal, truth.assignment.amodal), (visible, truth.assignment.visible)):
         got = [iou[k, s] if k >= 0 else 0.0 for s, k in enumerate(caps) if truth.present[s]]
@@ -106,11 +113,11 @@ def pair_iou(pred: Prediction, b: int, truth: Truth) -> tuple[float, float]:
 
 
 def _mask_row(kind: str, gt: list[np.ndarray], present: np.ndarray, maps: np.ndarray,
-              caps: tuple[int, ...]) -> list[tuple[str, Image.Image]]:
-    """S ground-truth tiles, then the K maps, each labelled with the shape it is assigned."""
-    shape_of = {k: SLOTS[s] for s, k in enumerate(caps) if k >= 0}
+              caps: tuple[int, ...], slots: tuple[str, ...]) -> list[tuple[str, Image.Image]]:
+    """S ground-truth tiles, then the K maps, each labelled with the slot it is assigned."""
+    shape_of = {k: slots[s] for s, k in enumerate(caps) if k >= 0}
     row = [(f"gt {kind}{n}" if present[s] else f"{n}: absent", _tile(gt[s].astype(np.float32)))
-           for s, n in enumerate(SLOTS)]
+           for s, n in enumerate(slots)]
     name = "visible" if kind else "mask"
     return row + [(f"{name} {k}" + (f" = {shape_of[k]}" if k in shape_of else ""), _tile(maps[k]))
                   for k in range(len(maps))]
@@ -137,11 +144,12 @@ def pair_rows(img0: np.ndarray, img1: np.ndarray, gt_flow: np.ndarray | None,
         masks = [(f"mask {i}", _tile(pred.masks[b, i])) for i in range(k)]
         visible = [(f"visible {i}", _tile(vis[i])) for i in range(k)]
     else:
-        gt_vis = slot_masks(truth.visible[None])[0]  # (S, H, W)
+        gt_vis = slot_masks(truth.visible[None], len(truth.present))[0]  # (S, H, W)
+        slots = truth.assignment.slots
         masks = _mask_row("", list(truth.amodal), truth.present, pred.masks[b],
-                          truth.assignment.amodal)
+                          truth.assignment.amodal, slots)
         visible = _mask_row("visible ", list(gt_vis), truth.present, vis,
-                            truth.assignment.visible)
+                            truth.assignment.visible, slots)
     extras = [[(f"{name} {i}", _tile(maps[b, i])) for i in range(maps.shape[1])]
               for name, maps in sorted(pred.extras.items())]
     return [top, masks, visible] + extras
@@ -174,25 +182,18 @@ def compose(rows: list[list[tuple[str, Image.Image]] | str], title: str) -> Imag
 
 def qualitative_figure(method: Method, model, frames: np.ndarray, flows: np.ndarray | None,
                        title: str, test: dict[str, np.ndarray] | None = None,
-                       assignment: Assignment | None = None, first: int = 0) -> Image.Image:
+                       assignment: Assignment | None = None, first: int = 0,
+                       slots: tuple[str, ...] = SLOTS) -> Image.Image:
     """frames (B, T, H, W, 3) uint8 test pairs, flows (B, H, W, 2) or None -> the figure.
 
     With `test` (the pairs' "amodal" (B, T, S, H, W), "visible" (B, T, H, W) and "present"
     (B, S)) each pair shows its ground truth and its IoU under `assignment` (None: chosen on
-    these pairs, which the title then says). `first` numbers the pairs. A method that declares
-    it sees the ground-truth flow gets `flows`, as in evaluation."""
+    these pairs, which the title then says). `first` numbers the pairs; `slots` names the S
+    slots (the data's manifest's). A method that declares it sees the ground-truth flow gets
+    `flows`, as in evaluation."""
     from benchmark.datasets import to_images
-    from benchmark.evaluate import predict
     img0, img1 = to_images(frames[:, 0]), to_images(frames[:, 1])  # (B, 3, H, W)
-    pred = predict(method, model, frames, flows)
-    pred.check(len(frames), frames.shape[2])
-    if test is not None and assignment is None:
-        score = SegmentationScore(K=pred.masks.shape[1])
-        score.update(pred.masks, pred.visible, test["amodal"][:, 0], test["visible"][:, 0],
-                     test["present"])
-        n = len(frames)
-        assignment = Assignment.of(score.compute(), f"chosen on the {n} pair{'s' * (n > 1)} "
-                                                    f"drawn")
+    pred, assignment = predict_and_assign(method, model, frames, flows, test, assignment, slots)
     if assignment is not None:
         title += "; " + assignment.text()
     rows: list = []
@@ -207,6 +208,24 @@ def qualitative_figure(method: Method, model, frames: np.ndarray, flows: np.ndar
                         f"{visible:.3f} (fixed assignment)")
         rows += pair_rows(img0[b], img1[b], gt, pred, b, truth)
     return compose(rows, title)
+
+
+def predict_and_assign(method: Method, model, frames: np.ndarray, flows: np.ndarray | None,
+                       test: dict[str, np.ndarray] | None, assignment: Assignment | None,
+                       slots: tuple[str, ...]) -> tuple[Prediction, Assignment | None]:
+    """The method's checked prediction for the pairs, and `assignment` or, with `test` and
+    none given, one chosen on these pairs."""
+    from benchmark.evaluate import predict
+    pred = predict(method, model, frames, flows)
+    pred.check(len(frames), frames.shape[2])
+    if test is not None and assignment is None:
+        score = SegmentationScore(K=pred.masks.shape[1], names=slots)
+        score.update(pred.masks, pred.visible, test["amodal"][:, 0], test["visible"][:, 0],
+                     test["present"])
+        n = len(frames)
+        assignment = Assignment.of(score.compute(), f"chosen on the {n} pair{'s' * (n > 1)} "
+                                                    f"drawn", slots)
+    return pred, assignment
 
 
 def save_image(image: Image.Image, path: Path) -> Path:

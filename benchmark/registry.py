@@ -22,6 +22,7 @@ import numpy as np
 
 from benchmark import profiles
 from benchmark.errors import BenchmarkError
+from geogen.schema import SLOTS
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Axes:
 class TrainSpec:
     """Everything a method needs to train one run; built once by the runner."""
 
-    dataset: str  # "geo" or "geo+"
+    dataset: str  # a geogen variant: "geo", "geo+", "articulated"
     profile: str  # a name in benchmark.profiles.PROFILES
     seed: int  # the run seed, derived from (seed, method, dataset)
     data_root: Path  # the training data: clips of the method's `clip_frames` frames
@@ -63,6 +64,9 @@ class TrainSpec:
     # The training pairs of the datasets the method's `trains_with` names for this one, by
     # dataset (their profile folders); empty for most runs.
     extra_data: dict[str, Path] = field(default_factory=dict)
+    # The S slot names of the training data, from its manifest (the runner reads them); a
+    # method sizes its groups or slots by them. Geo's three for a spec built without data.
+    slots: tuple[str, ...] = SLOTS
 
 
 # float32 rounding of a normalised map (a softmax share, a sum of shares) may pass 1 by an ulp

@@ -226,6 +226,12 @@ def _check_folder(folder: Folder) -> None:
         datasets.ensure(folder.make, folder.root, may_make=False, own_folder=folder.own)
 
 
+def _slots(root: Path) -> tuple[str, ...]:
+    """The slot names a data folder's manifest gives (Geo's three when it names none)."""
+    from geogen.schema import slots_of
+    return slots_of(datasets.read_manifest_checked(root))
+
+
 def _data_info(root: Path, profile: str) -> dict:
     from geogen.shards import manifest_hash
     manifest = datasets.read_manifest_checked(root)
@@ -275,7 +281,8 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
         spec = TrainSpec(dataset=req.dataset, profile=req.profile, seed=run_seed,
                          data_root=train_root or eval_root, run_dir=run_dir,
                          image_size=get_profile(req.profile).size, device=req.device,
-                         variant=req.variant, extra_data=extra_roots)
+                         variant=req.variant, extra_data=extra_roots,
+                         slots=_slots(train_root or eval_root))
         train_config = method.config(spec)  # fails early on a bad variant or profile
         aside = req.force and req.checkpoint is None and (run_dir.exists() or target.exists())
         if aside:

@@ -6,8 +6,10 @@ The test pairs come from, in order: the folder passed with --data; the record's 
 when it is on this machine and unchanged (same manifest hash); the profile's folder for a
 checkpoint; else a small set of the same first test pairs made here (datasets.show_data), so
 a fresh clone can draw every committed record.
-Each pair is drawn beside its ground truth, with its IoU under the fixed assignment: a
-record's (chosen over its whole test split), or for a checkpoint one chosen on the pairs drawn.
+Each pair is drawn beside its ground truth (the slots its manifest names), with its IoU under
+the fixed assignment: a record's (chosen over its whole test split), or for a checkpoint one
+chosen on the pairs drawn. Two kinds (`KINDS`): "pairs", every map of each pair
+(benchmark.figures), and "parts", each capsule's mask on the parts (benchmark.parts_figure).
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from benchmark import datasets, records
 from benchmark.errors import BenchmarkError
 from benchmark.profiles import DATA_SEED, default_data_root
 from benchmark.registry import get_method
+
+KINDS = ("pairs", "parts")
 
 def _checkpoint_of(source: Path, rec: dict) -> Path:
     ckpt = rec.get("checkpoint")
@@ -63,12 +67,16 @@ def _profile_data(dataset: str, size: int, need: int, echo) -> Path:
 
 
 def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Path | None,
-         pairs: int, start: int, echo=print) -> Path:
-    """Draw `pairs` test pairs from `start` and write the image (its type the extension's);
-    returns its path."""
+         pairs: int, start: int, kind: str = "pairs", echo=print) -> Path:
+    """Draw `pairs` test pairs from `start` as figure `kind` and write the image (its type the
+    extension's); returns its path."""
     from benchmark.figures import Assignment, qualitative_figure, save_image
+    from benchmark.parts_figure import parts_figure
     from geogen.outpath import check_output_file
+    from geogen.schema import slots_of
     from geogen.sheet import image_format
+    if kind not in KINDS:
+        raise BenchmarkError(f"unknown figure kind {kind!r}; choose from {', '.join(KINDS)}")
     check_output_file(output, "-o")  # before any model is loaded or data made
     image_format(output)  # an unknown extension is refused before any work
     if not source.is_file():
@@ -76,19 +84,20 @@ def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Pa
     if data is not None and not (Path(data) / "manifest.json").is_file():
         raise BenchmarkError(f"data folder {data} does not exist (or has no manifest.json)")
     need = start + pairs
-    assignment = None  # a checkpoint's: chosen on the pairs drawn
+    metrics = None  # a record's; a checkpoint's assignment is chosen on the pairs drawn
     if source.suffix == ".json":
         rec = records.read_record(source)
         method, checkpoint = get_method(rec["method"]), _checkpoint_of(source, rec)
         loaded = method.load(checkpoint)
         root = data or _record_data(rec, need, echo)
-        if (rec["metrics"] or {}).get("assignment"):
-            assignment = Assignment.of(rec["metrics"], f"the record's, over "
-                                                       f"{rec['metrics'].get('n_test')} test pairs")
+        metrics = rec["metrics"] if (rec["metrics"] or {}).get("assignment") else None
     else:
         method, checkpoint = get_method(method_name), source
         loaded = method.load(checkpoint)
         root = data or _profile_data(dataset, loaded.image_size, need, echo)
+    slots = slots_of(datasets.read_manifest_checked(root))
+    assignment = None if metrics is None else Assignment.of(
+        metrics, f"the record's, over {metrics.get('n_test')} test pairs", slots)
     test = datasets.read_checked(root, "test", ("frames", "flow", "amodal", "visible", "present"),
                                  need)
     test = {k: v[start:] for k, v in test.items()}
@@ -100,6 +109,10 @@ def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Pa
                              f"{frames.shape[2]} px")
     title = (f"{method.title}: {checkpoint.name} on {root} test "
              f"{start}-{start + len(frames) - 1}")
-    figure = qualitative_figure(method, loaded.model, frames, flows, title, test=test,
-                                assignment=assignment, first=start)
+    if kind == "parts":
+        figure = parts_figure(method, loaded.model, frames, flows, title, test, slots,
+                              assignment=assignment, first=start)
+    else:
+        figure = qualitative_figure(method, loaded.model, frames, flows, title, test=test,
+                                    assignment=assignment, first=start, slots=slots)
     return save_image(figure, output)

@@ -92,13 +92,13 @@ def main():
 @click.option("--motion", type=click.Choice(MOTIONS), default="translation", show_default=True,
               help="translation (the paper's) or conformal (adds rotation and scaling)")
 @click.option("--backgrounds", default=None, metavar="DIR",
-              help="geo+: folder of background images [bundled photographs]")
+              help="geo+, articulated+: folder of background images [bundled photographs]")
 @click.option("--textures", default=None, metavar="DIR",
-              help="geo+: folder of texture images [bundled textures]")
+              help="geo+, articulated+: folder of texture images [bundled textures]")
 @click.option("--max-images", type=int, default=500, show_default=True,
-              help="geo+: use at most this many images of each folder (evenly spaced)")
+              help="geo+, articulated+: use at most this many images of each folder (evenly spaced)")
 @click.option("--skip-bad-images", is_flag=True,
-              help="geo+: leave out images that do not decode, and backgrounds smaller than "
+              help="geo+, articulated+: leave out images that do not decode, and backgrounds smaller than "
                    "--size, instead of stopping (named in the manifest)")
 @click.option("--resume", is_flag=True, help="finish an interrupted run with the same settings")
 @click.option("--force", is_flag=True, help="replace the data already in --out")

@@ -64,12 +64,13 @@ class MakeConfig:
     # row- or column-aligned side is a tie that the image cannot settle (geogen.schema).
     supersample: int = 5
     motion: str = "translation"  # or "conformal" (geogen.scene: per-frame rotation and scaling)
-    backgrounds: str | None = None  # geo+: image folder, None for the bundled photographs
-    textures: str | None = None     # geo+: image folder, None for the bundled textures
-    # geo+: at most this many images per folder (evenly spaced). Banks are float32 in memory,
+    # geo+ and articulated+ (the variants that read image sources):
+    backgrounds: str | None = None  # image folder, None for the bundled photographs
+    textures: str | None = None     # image folder, None for the bundled textures
+    # at most this many images per folder (evenly spaced). Banks are float32 in memory,
     # about 0.7 MB per background image at 64 px (2.6 MB at 128 px) with its mip pyramid.
     max_images: int = 500
-    skip_bad_images: bool = False   # geo+: leave out unreadable or too small images
+    skip_bad_images: bool = False   # leave out unreadable or too small images
 
     def counts(self) -> dict[str, int]:
         val = self.n // 100 if self.val is None else self.val
@@ -92,8 +93,8 @@ def validate(config: MakeConfig) -> None:
         raise GeogenError(f"motion must be one of {', '.join(MOTIONS)}, got {config.motion!r}")
     if variant.sources is None and (config.backgrounds or config.textures
                                     or config.skip_bad_images):
-        raise GeogenError(f"--backgrounds, --textures and --skip-bad-images apply to geo+, "
-                          f"not {config.variant}")
+        raise GeogenError(f"--backgrounds, --textures and --skip-bad-images apply to geo+ and "
+                          f"articulated+, not {config.variant}")
     ints = {"n": config.n, "size": config.size, "frames": config.frames, "seed": config.seed,
             "workers": config.workers, "shard_size": config.shard_size,
             "supersample": config.supersample, "max_images": config.max_images,

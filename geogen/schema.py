@@ -56,7 +56,7 @@ CLASS_PRESENCE: tuple[tuple[bool, bool, bool], ...] = (
 )
 CLASS_PRIOR: tuple[float, ...] = (0.1, 0.2, 0.2, 0.5)
 SPLITS: tuple[str, ...] = ("train", "val", "test")
-VARIANTS: tuple[str, ...] = ("geo", "geo+", "articulated")   # what `geogen make` makes
+VARIANTS: tuple[str, ...] = ("geo", "geo+", "articulated", "articulated+")   # `geogen make`'s
 # Import-only variants: folders converted from other formats (`geogen import-psd`); same
 # shards and readers, never generated.
 IMPORT_VARIANTS: tuple[str, ...] = ("psd",)
@@ -106,10 +106,10 @@ FIELDS: dict[str, Field] = {
     "label": Field(np.dtype(np.int64), lambda T, H, S: (), "presence class id, see CLASSES"),
     "pose": Field(np.dtype(np.float32), lambda T, H, S: (T, S, 4),
                   "centre x, centre y (pixels), angle (radians), size (pixels)"),
-    # Geo+ only: which source images a sample drew, for auditing (-1 where none).
+    # Geo+ and articulated+: which source images a sample drew, for auditing (-1 where none).
     "bg_source": Field(np.dtype(np.int32), lambda T, H, S: (), "index of the background image", False),
     "tex_source": Field(np.dtype(np.int32), lambda T, H, S: (S,), "index of each slot's texture", False),
-    # Articulated only: the kinematic tree's state (geogen.figure).
+    # Articulated and articulated+: the kinematic tree's state (geogen.figure).
     "joint_angle": Field(np.dtype(np.float32), lambda T, H, S: (T, S),
                          "each part's angle relative to its parent's (radians; the root's "
                          "is its angle on the image)", False),

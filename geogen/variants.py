@@ -1,4 +1,5 @@
-"""Variant registry: the CLI name ("geo", "geo+", "articulated") -> how a sample is drawn and rendered.
+"""Variant registry: the CLI name ("geo", "geo+", "articulated", "articulated+") -> how a sample
+is drawn and rendered.
 
 A variant turns a sample's Generator and the run's config (a `geogen.make.MakeConfig`: size,
 frames, motion, and whatever options the variant adds there) into a `Scene` plus an
@@ -12,6 +13,9 @@ background crop (`appearance.background`) and one texture per slot (`appearance.
 drawn for every slot so the stream does not depend on presence). The image banks are loaded,
 shrunk and given mip pyramids once per process (`geo_plus_banks`, cached by its arguments):
 the parent loads them before the worker pool forks, so workers inherit them.
+Articulated+ is the same for the articulated figures: the figure of the same sample (so the
+same poses, joint angles, depth order, masks and flow), then the background and one texture
+per part from the same banks, drawn as Geo+ draws them (`_on_photograph`).
 
 Letters: T frames, S slots, H = W = image side.
 """
@@ -109,27 +113,45 @@ def _plus_sources(config: Any) -> dict:
             "texture_config": asdict(looks.TextureConfig())}
 
 
-@register("geo+", extra_fields=("bg_source", "tex_source"), sources=_plus_sources)
-def draw_geo_plus(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
-    scene = sample_geo_scene(rng, config.size, config.frames, config.motion)
+def _on_photograph(scene: Scene, rng: np.random.Generator,
+                   config: Any) -> tuple[Scene, Appearance]:
+    """A drawn scene textured on a photograph: from `rng`, after the scene's draws, a
+    background crop, then a texture for every slot (present or not, so the stream does not
+    depend on presence); the sources' indices join the scene's extra fields."""
     bg_bank, tex_bank = _plus_banks(config)
     image, bg_index = looks.background(bg_bank, rng, config.size)          # (H, W, 3)
     # Textures read the mip level of the shape's smallest size over the clip (no aliasing).
     fills = tuple(looks.draw_texture(tex_bank, rng,
                                      pixels_per_unit=float(scene.pose[:, s, 3].min()))
-                  for s in range(schema.S))
+                  for s in range(len(scene.present)))
     tex = np.array([f.source if p else -1 for f, p in zip(fills, scene.present)], np.int32)  # (S,)
-    scene = replace(scene, extra={"bg_source": np.int32(bg_index), "tex_source": tex})
+    scene = replace(scene, extra={**scene.extra, "bg_source": np.int32(bg_index),
+                                  "tex_source": tex})
     return scene, looks.SampleAppearance(fills, image)
 
 
-@register("articulated", extra_fields=("joint_angle", "depth"), slots=figure.PARTS,
-          classes=figure.CLASSES,
-          describe={"parents": [figure.PARTS[i] if i >= 0 else None for i in figure.PARENT],
-                    "groups": {k: list(v) for k, v in figure.GROUPS.items()}})
+@register("geo+", extra_fields=("bg_source", "tex_source"), sources=_plus_sources)
+def draw_geo_plus(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
+    return _on_photograph(sample_geo_scene(rng, config.size, config.frames, config.motion),
+                          rng, config)
+
+
+_FIGURE = {"slots": figure.PARTS, "classes": figure.CLASSES,
+           "describe": {"parents": [figure.PARTS[i] if i >= 0 else None for i in figure.PARENT],
+                        "groups": {k: list(v) for k, v in figure.GROUPS.items()}}}
+
+
+@register("articulated", extra_fields=("joint_angle", "depth"), **_FIGURE)
 def draw_articulated(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
     scene = figure.sample_figure_scene(rng, config.size, config.frames, config.motion)
     return scene, FlatAppearance(scene.colours, scene.background)
+
+
+@register("articulated+", extra_fields=("joint_angle", "depth", "bg_source", "tex_source"),
+          sources=_plus_sources, **_FIGURE)
+def draw_articulated_plus(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
+    scene = figure.sample_figure_scene(rng, config.size, config.frames, config.motion)
+    return _on_photograph(scene, rng, config)
 
 
 def sample_rng(seed: int, split: str, index: int) -> np.random.Generator:

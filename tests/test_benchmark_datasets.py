@@ -85,3 +85,5 @@ def test_articulated_table1_targets_are_whole_limbs_from_the_manifest():
     assert get_variant("geo").manifest_entries == {}   # Geo's manifests keep their bytes
     with pytest.raises(BenchmarkError, match="no group 'torso'"):
         targets({"variant": "articulated", "slots": list(slots)})
+    plus = {"variant": "articulated+", **get_variant("articulated+").manifest_entries}
+    assert targets(plus) == (slots, groups)  # the textured figures score the same parts

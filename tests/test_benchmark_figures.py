@@ -1,6 +1,9 @@
 import numpy as np
+import pytest
+from PIL import Image
 
 from benchmark import figures
+from benchmark.errors import BenchmarkError
 from benchmark.registry import Prediction
 
 
@@ -45,9 +48,6 @@ def test_pair_rows_and_sheet_layout():
 
 
 def test_a_methods_extras_are_drawn_as_extra_rows_and_checked():
-    import pytest
-
-    from benchmark.errors import BenchmarkError
     k, h = 2, 8
     extras = {"motion": np.full((1, 3, h, h), 0.25, np.float32),
               "gamma": np.zeros((1, 1, h, h), np.float32)}
@@ -65,9 +65,6 @@ def test_a_methods_extras_are_drawn_as_extra_rows_and_checked():
 
 
 def test_a_prediction_off_its_contract_is_refused_naming_the_array():
-    import pytest
-
-    from benchmark.errors import BenchmarkError
     ok = dict(masks=np.zeros((2, 3, 8, 8), np.float32), visible=np.zeros((2, 3, 8, 8), np.float32),
               flow=np.zeros((2, 2, 8, 8), np.float32), features=np.zeros((2, 5), np.float32))
     Prediction(**ok).check(2, 8)
@@ -144,3 +141,88 @@ def test_a_figure_titles_each_pair_with_its_iou(register_toy, monkeypatch):
     assert sheet.size[1] == (figures.LABEL_H + figures.PAD
                              + 3 * (figures.TILE + figures.LABEL_H + figures.PAD)
                              + figures.LABEL_H + 2 * figures.PAD)
+
+
+def _parts_case():
+    """Two parts (torso on the left half, head top right) and three capsules: capsule 2 draws
+    the torso, capsule 0 the head, capsule 1 nothing."""
+    h = 8
+    amodal = np.zeros((2, h, h), bool)
+    amodal[0, :, :4] = True  # torso
+    amodal[1, :2, 4:] = True  # head
+    visible = np.zeros((h, h), np.uint8)
+    visible[amodal[0]], visible[amodal[1]] = 1, 2
+    masks = np.zeros((1, 3, h, h), np.float32)
+    masks[0, 2], masks[0, 0] = amodal[0], amodal[1]
+    pred = Prediction(masks=masks, visible=masks.copy(), flow=None,
+                      features=np.zeros((1, 2), np.float32))
+    assignment = figures.Assignment.of({"assignment": {"torso": 2, "head": 0}}, "given",
+                                       ("torso", "head"))
+    return pred, figures.Truth(amodal, visible, np.array([True, True]), assignment)
+
+
+def test_the_parts_figure_paints_each_capsule_in_its_parts_colour():
+    from benchmark import parts_figure as pf
+    from geogen.sheet import PALETTE
+    pred, truth = _parts_case()
+    frame = np.full((8, 8, 3), 200, np.uint8)
+    row = pf.parts_row(frame, pred.masks[0], pred.visible[0], truth)
+    assert [label for label, _ in row] == ["I", "gt parts", "capsules' parts",
+                                           "2: torso", "0: head", "capsule 1"]
+    scale = figures.TILE // 8  # tiles are nearest-neighbour enlargements
+
+    def at(tile, y, x):
+        return tuple(np.asarray(tile)[y * scale, x * scale])
+    gt, found = row[1][1], row[2][1]
+    dim = (int(200 * pf.DIM),) * 3
+    for tile in (gt, found):  # the method found both parts: the two maps agree
+        assert at(tile, 5, 1) == tuple(PALETTE[1]) and at(tile, 0, 6) == tuple(PALETTE[2])
+        assert at(tile, 5, 6) == dim  # background: the darkened image
+    assert at(row[3][1], 5, 1) == tuple(PALETTE[1]) and at(row[3][1], 0, 6) == dim
+    assert at(row[5][1], 5, 1) == dim  # the spare capsule's mask is empty
+    # a capsule no part is assigned to is white where it wins
+    assert tuple(pf.capsule_colours((2, -1), 3)[0]) == tuple(pf.SPARE)
+    assert pf.capsule_order((2, 0), 4) == [2, 0, 1, 3]
+    with pytest.raises(ValueError, match="palette"):
+        pf.part_colours(len(PALETTE))
+
+
+def test_an_assignment_of_other_slots_is_refused_in_one_line():
+    with pytest.raises(BenchmarkError, match="names no slot 'torso'"):
+        figures.Assignment.of({"assignment": {"circle": 0}}, "a record", ("torso",))
+    a = figures.Assignment.of({"assignment": {"torso": 1, "head": -1}}, "a record",
+                              ("torso", "head"))
+    assert a.text() == "capsules by part (a record): torso 1, head -1"
+
+
+def test_show_draws_the_parts_figure_of_articulated_data(tmp_path, register_toy):
+    from benchmark.show import show
+    from geogen.make import MakeConfig, make_dataset
+    toy = register_toy()
+    root = make_dataset(MakeConfig(variant="articulated", n=2, val=0, test=3, size=32,
+                                   out=str(tmp_path / "artic"), workers=1), progress=False)
+    ckpt = tmp_path / "toy.ckpt"
+    ckpt.write_text('{"size": 32}')
+    for kind in ("parts", "pairs"):
+        out = show(ckpt, tmp_path / f"{kind}.png", method_name=toy.name, dataset="articulated",
+                   data=root, pairs=2, start=1, kind=kind, echo=lambda _: None)
+        assert out.is_file()
+    parts, pairs = (Image.open(tmp_path / f"{k}.png") for k in ("parts", "pairs"))
+    # parts: a text line and one row of 3 + K tiles per pair; pairs: ten parts' masks per row
+    assert parts.size[0] == 6 * (figures.TILE + figures.PAD) + figures.PAD
+    assert pairs.size[0] == (10 + 3) * (figures.TILE + figures.PAD) + figures.PAD
+    with pytest.raises(BenchmarkError, match="unknown figure kind"):
+        show(ckpt, tmp_path / "x.png", method_name=toy.name, dataset="articulated", data=root,
+             pairs=1, start=0, kind="nope")
+
+
+def test_a_pairs_iou_counts_every_part_of_the_data():
+    names = ("a", "b", "c", "d")  # more parts than Geo's three shapes
+    visible = np.repeat(np.arange(1, 5, dtype=np.uint8), 4)[None].repeat(4, 0)  # (4, 16)
+    amodal = visible[None] == np.arange(1, 5)[:, None, None]  # (4, 4, 16)
+    masks = amodal[None].astype(np.float32)
+    pred = Prediction(masks=masks, visible=masks.copy(), flow=None,
+                      features=np.zeros((1, 2), np.float32))
+    assignment = figures.Assignment.of({"assignment": dict(zip(names, range(4)))}, "given", names)
+    truth = figures.Truth(amodal, visible, np.ones(4, bool), assignment)
+    assert figures.pair_iou(pred, 0, truth) == (1.0, 1.0)

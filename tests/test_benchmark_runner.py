@@ -220,6 +220,19 @@ def test_a_method_trains_with_the_other_datasets_it_names(tmp_path, monkeypatch,
     assert ckpt.extra_data == ()
 
 
+def test_a_method_is_told_the_slots_its_training_data_names(tmp_path, monkeypatch, register_toy):
+    from geogen import figure
+    from geogen.make import MakeConfig, make_dataset
+    monkeypatch.chdir(tmp_path)
+    root = make_dataset(MakeConfig(variant="articulated", n=12, val=0, test=8, size=SIZE,
+                                   out=str(tmp_path / "artic"), workers=1), progress=False)
+    seen = []
+    toy = register_toy(config=lambda self, spec: seen.append(spec.slots) or {})
+    run(RunRequest(method=toy.name, dataset="articulated", profile="smoke", data=root),
+        progress=False, echo=lambda _: None)
+    assert seen == [figure.PARTS]
+
+
 def test_a_method_refuses_a_profile_it_does_not_support_before_any_work(tmp_path, monkeypatch,
                                                                          register_toy):
     monkeypatch.chdir(tmp_path)

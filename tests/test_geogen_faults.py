@@ -208,14 +208,14 @@ def test_workers_must_be_positive_or_auto(tmp_path, value):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("option, known", [("--variant", "'articulated', 'geo', 'geo+'"),
+@pytest.mark.parametrize("option, known", [("--variant", "'articulated', 'articulated+', 'geo', 'geo+'"),
                                            ("--motion", "'translation', 'conformal'")])
 def test_variant_and_motion_are_choices_listed_in_help(tmp_path, option, known):
     res = CliRunner().invoke(main, ARGS + ["--out", str(tmp_path / "o"), option, "nope"])
     assert res.exit_code == 2 and f"'nope' is not one of {known}" in res.output
     assert "Traceback" not in res.output and not (tmp_path / "o").exists()
     helptext = CliRunner().invoke(main, ["make", "--help"]).output
-    assert "[articulated|geo|geo+]" in helptext and "[translation|conformal]" in helptext
+    assert "[articulated|articulated+|geo|geo+]" in helptext and "[translation|conformal]" in helptext
 
 
 def test_the_default_out_follows_the_variant(tmp_path, monkeypatch):

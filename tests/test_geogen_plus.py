@@ -36,7 +36,7 @@ def warp_errors(sample, shift=(0.0, 0.0)):
     f0, f1 = (f.astype(np.float32) for f in sample["frames"][:2])   # (H, W, 3) each
     flow = sample["flow"][0] + np.float32(shift)                      # (H, W, 2)
     out = []
-    for slot in range(schema.S):
+    for slot in range(len(sample["present"])):   # the sample's slots: Geo's 3, a figure's 10
         inner0 = ndimage.binary_erosion(sample["visible"][0] == slot + 1, iterations=MARGIN)
         inner1 = ndimage.binary_erosion(sample["visible"][1] == slot + 1, iterations=MARGIN)
         ys, xs = np.nonzero(inner0)

@@ -52,6 +52,18 @@ def test_the_adapter_takes_k_from_the_variant_and_refuses_other_axes(tmp_path):
         method.config(TrainSpec(**{**spec.__dict__, "profile": "long"}))
 
 
+def test_the_adapter_takes_k_from_the_datas_parts(tmp_path):
+    from baselines.motiongrouping.config import slots_for
+    from geogen import figure, schema
+    method = get_method("motiongrouping")
+    spec = TrainSpec(dataset="articulated", profile="smoke", seed=0, data_root=tmp_path,
+                     run_dir=tmp_path / "run", image_size=32, slots=figure.PARTS)
+    assert method.config(spec)["model"]["num_slots"] == 11  # ten parts and the background
+    assert slots_for(len(schema.SLOTS)) == TrainConfig().model.num_slots  # Geo's stays 4
+    ablated = TrainSpec(**{**spec.__dict__, "variant": Axes(num_capsules=16)})
+    assert method.config(ablated)["model"]["num_slots"] == 16
+
+
 def test_fit_refuses_flow_of_the_wrong_shape(tmp_path):
     cfg = PROFILES["smoke"].replace(out=str(tmp_path), device="cpu")
     with pytest.raises(MotionGroupingError, match=r"flow must be \(N, 32, 32, 2\)"):

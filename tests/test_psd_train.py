@@ -128,3 +128,17 @@ def test_the_finished_run_holds_its_probe(tmp_path):
     assert found["pairs"] == 6 and found["active_dims"] == checkpoint.load(path).active_dims()
     with pytest.raises(PsdError, match="visible must be"):
         fit(_cfg(tmp_path / "other"), frames, flow, progress=False, visible=visible[:, :4])
+
+
+def test_the_probe_names_the_datas_parts(tmp_path):
+    from geogen import figure
+    frames, flow = _data()
+    visible = np.random.default_rng(1).integers(0, 11, (6, SIZE, SIZE), dtype=np.uint8)
+    with pytest.raises(PsdError, match="names part 9, but only 3 parts"):
+        fit(_cfg(tmp_path / "geo"), frames, flow, progress=False, visible=visible)
+    path = fit(_cfg(tmp_path / "run"), frames, flow, progress=False, visible=visible,
+               parts=figure.PARTS)
+    found = checkpoint.meta_of(checkpoint.read(path))["probe"]
+    assert found["dims"]
+    assert all(set(d["iou_by_part"]) == set(figure.PARTS) for d in found["dims"])
+    assert set(found["assignment"]) <= set(figure.PARTS) and found["assignment"]

@@ -62,6 +62,21 @@ def test_every_profile_trains_on_the_adapters_clip_length_with_the_official_sche
     assert PROFILES["gpu"].eval_every is None  # once an epoch, as the official code
 
 
+def test_the_adapter_takes_k_from_the_datas_parts(tmp_path):
+    from baselines.rnem.config import BASE, groups_for
+    from benchmark.registry import Axes, TrainSpec, get_method
+    from geogen import figure, schema
+    method = get_method("rnem")
+    spec = TrainSpec(dataset="geo", profile="quick", seed=0, data_root=tmp_path,
+                     run_dir=tmp_path / "run", image_size=64)
+    assert method.config(spec)["model"]["num_groups"] == BASE.model.num_groups == 5
+    assert groups_for(len(schema.SLOTS)) == 5
+    artic = TrainSpec(**{**spec.__dict__, "dataset": "articulated", "slots": figure.PARTS})
+    assert method.config(artic)["model"]["num_groups"] == 12  # ten parts, background, spare
+    ablated = TrainSpec(**{**artic.__dict__, "variant": Axes(num_capsules=4)})
+    assert method.config(ablated)["model"]["num_groups"] == 4
+
+
 def test_configs_written_before_the_warm_up_read_as_none():
     old = PROFILES["quick"].replace(model={"em_steps": 3})
     raw = old.to_json().replace('"warmup": 2, ', "")

@@ -27,6 +27,7 @@ class ModelConfig:
 
     image_size: int = 64  # official: 128 x 224; the benchmark's data is 64 px
     num_slots: int = 4  # K; official 2 (foreground, background); Geo: three shapes + background
+    # (`slots_for`)
     iters: int = 5  # Slot Attention iterations
     # Encoder stages: two k x k convs each (instance norm + ReLU), a 2x2 max-pool between
     # stages; the last width is the slot size D.
@@ -139,6 +140,12 @@ PROFILES: dict[str, TrainConfig] = {
     # One GPU: the official network and batch, a few minutes.
     "gpu": TrainConfig(out="runs/motiongrouping-gpu", max_minutes=10.0),
 }
+
+
+def slots_for(parts: int) -> int:
+    """K for data of `parts` moving parts: a slot each and one for the background (the
+    official two are one object and the background); Geo's three shapes give the default 4."""
+    return parts + 1
 
 
 def profile(name: str, out: str, num_slots: int | None = None) -> TrainConfig:

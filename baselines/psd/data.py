@@ -49,3 +49,14 @@ def load_visible(root: str | Path, limit: int) -> np.ndarray:
         return train.read(("visible",), limit, t={"visible": 0})["visible"]
     except GeogenError as err:
         raise PsdError(f"cannot read the train split of {root}: {err}") from None
+
+
+def part_names(root: str | Path) -> tuple[str, ...]:
+    """The S part (slot) names of a dataset, from its manifest: what `visible`'s s + 1 name."""
+    from geogen.dataset import open_split
+    from geogen.errors import GeogenError
+
+    try:
+        return open_split(root, "train").slots
+    except GeogenError as err:
+        raise PsdError(f"cannot read the train split of {root}: {err}") from None

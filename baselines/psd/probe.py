@@ -6,7 +6,7 @@ thresholded at `threshold`; its IoU with a part is the mean, over the pairs wher
 visible, of the IoU with the part's visible mask (as Table 1's visible IoU averages). Parts are assigned to active dimensions one-to-one by IoU (scipy's
 linear_sum_assignment), which names the structure's entries by parts ("circle->square").
 
-Letters: N pairs, D latent dimensions, A active dimensions, S part slots (geogen.schema.SLOTS),
+Letters: N pairs, D latent dimensions, A active dimensions, S part slots (the data's; Geo's by default),
 H = W image side.
 """
 from __future__ import annotations

@@ -19,11 +19,12 @@ import trainloop
 from baselines.configs import loop_config
 from baselines.psd import checkpoint
 from baselines.psd.config import TrainConfig
-from baselines.psd.data import load_train, load_visible
+from baselines.psd.data import load_train, load_visible, part_names
 from baselines.psd.errors import PsdError
 from baselines.psd.losses import LossTerms, kl_per_dim, psd_loss
 from baselines.psd.model import PSD
 from baselines.psd.probe import probe
+from geogen.schema import SLOTS
 
 CKPT_NAME, MODEL_NAME, LOG_NAME = trainloop.CKPT_NAME, trainloop.MODEL_NAME, trainloop.LOG_NAME
 TERMS = ("flow", "kl", "structure", "local", "image")
@@ -35,7 +36,7 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True) -> Pa
     frames, flow = load_train(data, config.max_pairs)
     visible = load_visible(data, min(config.probe_pairs, len(frames)))
     return fit(config, frames, flow, progress=progress, meta=_data_meta(data),
-               visible=visible if len(visible) else None)
+               visible=visible if len(visible) else None, parts=part_names(data))
 
 
 def _data_meta(data: str | Path) -> dict[str, Any]:
@@ -80,8 +81,9 @@ class PsdTask(trainloop.Task):
     name, unit, store, extra_fields = "psd", "pairs", checkpoint, ("stage",)
 
     def __init__(self, cfg: TrainConfig, frames: torch.Tensor, flow: torch.Tensor,
-                 visible: np.ndarray | None = None):
+                 visible: np.ndarray | None = None, parts: tuple[str, ...] = SLOTS):
         self.config, self.frames, self.flow, self.visible = cfg, frames, flow, visible
+        self.parts = parts
 
     def build(self, device: torch.device) -> PSD:
         self.device, self.model = device, PSD(self.config.model).to(device).train()
@@ -132,16 +134,19 @@ class PsdTask(trainloop.Task):
         if self.visible is not None:  # the probe on the first training pairs
             n = len(self.visible)
             summary["probe"] = probe(model, self.frames[:n, 0].numpy(),
-                                     self.flow[:n].float().numpy(), self.visible)
+                                     self.flow[:n].float().numpy(), self.visible,
+                                     parts=self.parts)
         return summary
 
 
 def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: bool = True,
-        meta: dict[str, Any] | None = None, visible: np.ndarray | None = None) -> Path:
+        meta: dict[str, Any] | None = None, visible: np.ndarray | None = None,
+        parts: tuple[str, ...] = SLOTS) -> Path:
     """Train on in-memory pairs; resumes from `out/checkpoint.pt`; returns `out/model.pt`.
 
     frames (N, 2, H, W, 3) uint8, flow (N, H, W, 2) pixels frame 0 -> 1 (any float dtype);
-    visible (n, H, W) the part labels of frame 0 of the first n pairs, for the probe.
+    visible (n, H, W) the part labels of frame 0 of the first n pairs, for the probe, which
+    names them by `parts` (label s + 1 is parts[s]; the data's manifest's slots).
     """
     cfg = config
     cfg.validate()
@@ -154,8 +159,11 @@ def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: 
     if visible is not None and (visible.shape[1:] != (size, size) or len(visible) > len(frames)):
         raise PsdError(f"visible must be (n <= {len(frames)}, {size}, {size}), got "
                        f"{list(visible.shape)}")
+    if visible is not None and len(visible) and int(visible.max()) > len(parts):
+        raise PsdError(f"visible names part {int(visible.max()) - 1}, but only {len(parts)} "
+                       f"parts are named ({', '.join(parts)})")
     frames_t, flow_t = torch.from_numpy(frames), torch.from_numpy(flow)
     with trainloop.errors_as(PsdError):
-        return trainloop.fit(PsdTask(cfg, frames_t, flow_t, visible), loop_config(cfg),
+        return trainloop.fit(PsdTask(cfg, frames_t, flow_t, visible, parts), loop_config(cfg),
                              (frames_t, flow_t),
                              progress=progress, meta=meta)[1]

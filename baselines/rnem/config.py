@@ -24,7 +24,7 @@ class ModelConfig:
     image_size: int = 64  # side of the data's images
     work_size: int = 64  # side the model sees: images are area-downsampled to it
     # K: R-NEM's objects plus one spare (5 for its 4 balls); Geo's objects are three shapes and
-    # a background that is not the prior's colour.
+    # a background that is not the prior's colour (`groups_for`).
     num_groups: int = 5
     enc_channels: tuple[int, ...] = (16, 32, 64)  # 4x4 convs, stride 2, layer norm, ELU
     enc_hidden: int = 512  # the encoder's fully connected layer
@@ -156,6 +156,12 @@ PROFILES: dict[str, TrainConfig] = {
     # One GPU: BASE, early stopping once an epoch; an hour at most (untested: no GPU here).
     "gpu": BASE.replace(max_minutes=60.0),
 }
+
+
+def groups_for(parts: int) -> int:
+    """K for data of `parts` moving parts: a group each, one for the background (not the
+    prior's colour) and R-NEM's one spare; Geo's three shapes give the default 5."""
+    return parts + 2
 
 
 def profile(name: str, out: str) -> TrainConfig:

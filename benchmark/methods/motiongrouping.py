@@ -52,10 +52,13 @@ class MotionGroupingMethod:
 
     def _train_config(self, spec: TrainSpec):
         from baselines.motiongrouping import MotionGroupingError, profile
+        from baselines.motiongrouping.config import slots_for
         v = spec.variant
         refuse_axes("motiongrouping", v, allowed=("num_capsules",))  # K: its number of slots
+        # K from the data's parts (its manifest's slots) unless the ablation sets it.
+        k = slots_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
         with one_line(MotionGroupingError, "motiongrouping config"):
-            cfg = profile(spec.profile, str(spec.run_dir), num_slots=v.num_capsules)
+            cfg = profile(spec.profile, str(spec.run_dir), num_slots=k)
             cfg = cfg.replace(seed=spec.seed, device=spec.device,
                               model={"image_size": spec.image_size})
             cfg.validate()

@@ -99,9 +99,11 @@ class PsdMethod:
         dimension moves and its mask IoU, the structure by parts; and the probe the training
         run wrote on its training pairs, when its checkpoint has one."""
         from baselines.psd.probe import probe
-        from benchmark.datasets import read_checked
+        from benchmark.datasets import read_checked, read_manifest_checked
+        from geogen.schema import slots_of
         test = read_checked(data_root, "test", ("frames", "flow", "visible"), PROBE_PAIRS)
-        found = probe(loaded.model, test["frames"][:, 0], test["flow"][:, 0], test["visible"][:, 0])
+        found = probe(loaded.model, test["frames"][:, 0], test["flow"][:, 0], test["visible"][:, 0],
+                      parts=slots_of(read_manifest_checked(data_root)))
         meta = (loaded.trained_with or {}).get("meta") or {}
         return {"psd_probe": {"test": found, "train": meta.get("probe")}}
 

@@ -56,14 +56,16 @@ class RnemMethod:
 
     def _train_config(self, spec: TrainSpec):
         from baselines.rnem import RnemError, profile
+        from baselines.rnem.config import groups_for
         v = spec.variant
         refuse_axes("rnem", v, allowed=("num_capsules",))  # K: its number of groups
         with one_line(RnemError, "rnem config"):
             base = profile(spec.profile, str(spec.run_dir))
             work = min(base.model.work_size, spec.image_size)
-            model: dict[str, Any] = {"image_size": spec.image_size, "work_size": work}
-            if v.num_capsules is not None:
-                model["num_groups"] = v.num_capsules
+            # K from the data's parts (its manifest's slots) unless the ablation sets it.
+            k = groups_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
+            model: dict[str, Any] = {"image_size": spec.image_size, "work_size": work,
+                                     "num_groups": k}
             cfg = base.replace(seed=spec.seed, device=spec.device, model=model)
             cfg.validate()
         return cfg
