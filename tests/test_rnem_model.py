@@ -102,3 +102,50 @@ def test_config_refuses_a_work_side_the_encoder_cannot_halve():
     from baselines.rnem import RnemError
     with pytest.raises(RnemError, match="work_size"):
         ModelConfig(image_size=60, work_size=60).validate()
+
+
+def test_layers_start_as_the_official_code_initialises_them():
+    # TF slim's defaults: Glorot-uniform weights, zero biases; the mask layer's bias alone
+    # starts every mask at mask_init.
+    torch.manual_seed(0)
+    model = RNEM(TINY)
+    mask_layer = model.decoder.conv[-1]
+    for mod in model.modules():
+        if isinstance(mod, (torch.nn.Linear, torch.nn.Conv2d, torch.nn.ConvTranspose2d)):
+            w = mod.weight
+            field = w[0, 0].numel()
+            bound = (6 / ((w.shape[0] + w.shape[1]) * field)) ** 0.5
+            assert w.abs().max().item() <= bound + 1e-7
+            assert w.abs().max().item() > 0.5 * bound  # not a narrower default
+            if mod is not mask_layer:
+                assert torch.count_nonzero(mod.bias) == 0
+    m = TINY.mask_init
+    assert torch.allclose(mask_layer.bias, torch.full_like(mask_layer.bias, np.log(m / (1 - m))))
+
+
+def _three_squares(b: int = 2, side: int = 32) -> torch.Tensor:
+    """Geo-like frames (B, C, H, W): a light flat background and three squares, each with one
+    dominant channel."""
+    x = torch.full((b, 3, side, side), 0.85)
+    for i, (r, c) in enumerate([(4, 4), (4, 18), (18, 10)]):
+        colour = torch.full((3,), 0.15)
+        colour[i] = 0.9
+        x[:, :, r:r + 9, c:c + 9] = colour[None, :, None, None]
+    return x
+
+
+def test_em_loop_at_initialisation_keeps_the_groups_apart():
+    # The groups differ only by gamma's random start; if the untrained EM loop contracts that
+    # difference, every group makes the same prediction and training cannot separate them
+    # (gamma at 1/K everywhere). The profile's model must carry it through a clip's steps.
+    from baselines.rnem.config import PROFILES
+    cfg = PROFILES["quick"].model
+    torch.manual_seed(0)
+    model = RNEM(cfg)
+    x = _three_squares()
+    clip = torch.stack([x] * 5, 1)  # (B, T, C, H, W)
+    with torch.no_grad():
+        start = model.init_state(2, torch.Generator().manual_seed(0)).gamma.std(1).mean()
+        states = model.run(clip, torch.Generator().manual_seed(0))
+    last = states[-1].gamma.std(1).mean()  # (B, K, 1, H, W) spread over the groups
+    assert last > 0.1 * start

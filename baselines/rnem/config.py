@@ -33,8 +33,10 @@ class ModelConfig:
     att_hidden: int = 100  # the attention branch's hidden layer
     dec_hidden: int = 512  # the decoder's first fully connected layer
     # Fixed standard deviation of the Gaussian pixel likelihood, in the E-step and the loss
-    # (N-EM's e_sigma). Under Adam the loss's scale does not matter; the E-step's does.
-    sigma: float = 0.25
+    # (N-EM's e_sigma, a temperature). Under Adam the loss's scale does not matter; the
+    # E-step's does: the widest sigma at which the untrained EM loop does not shrink the
+    # groups' differences (N-EM's 0.25 shrinks them ~3.5x a step, docs/baselines/rnem.md).
+    sigma: float = 0.07
     # Mean of the pixel prior that the KL term pulls towards, and each group's first prediction:
     # white, as Geo's backgrounds are 181-255 in every channel (the official 0 suits black ones).
     prior_mean: float = 1.0
@@ -45,6 +47,10 @@ class ModelConfig:
     # gamma's random start is drawn on an n x n grid and resized to the work side, so each group
     # starts with a few smooth blobs of the image; 0 draws it per pixel (the official code).
     init_grid: int = 4
+    # Every group's mask starts near this value (the mask layer's bias), so the first
+    # predictions lie near the prior, as the official's initial prediction does; a start at
+    # 1/2 puts every prediction far from it and the first updates wash the groups out.
+    mask_init: float = 0.1
 
     def validate(self) -> None:
         if self.num_groups < 2:
@@ -59,6 +65,8 @@ class ModelConfig:
                             f"{self.work_size}")
         if self.sigma <= 0:
             raise RnemError(f"sigma must be > 0, got {self.sigma}")
+        if not 0 < self.mask_init < 1:
+            raise RnemError(f"mask_init must be in (0, 1), got {self.mask_init}")
         if self.init_grid < 0 or self.init_grid > self.work_size:
             raise RnemError(f"init_grid must be in [0, work_size], got {self.init_grid}")
         if self.em_steps < 1 or self.warmup < 0 or self.em_steps + self.warmup < 2:

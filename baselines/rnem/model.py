@@ -20,6 +20,7 @@ why; the official decoder draws a free image).
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -116,6 +117,12 @@ class Decoder(nn.Module):
             c = out
         self.conv = nn.Sequential(*layers)
         self.colour = nn.Linear(cfg.state_size, 3)
+        self.mask_init = cfg.mask_init
+
+    def reset_mask_bias(self) -> None:
+        """Start every mask near `mask_init`, so the first predictions sit near the prior."""
+        m = self.mask_init
+        nn.init.constant_(self.conv[-1].bias, math.log(m / (1 - m)))
 
     def forward(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.fc(theta).view(-1, self.c, self.side, self.side)  # (N, c, h, w)
@@ -158,6 +165,17 @@ class RelationalCell(nn.Module):
         return torch.sigmoid(self.norm(self.update(torch.cat([h, effect, x], -1))))  # (B, K, D)
 
 
+def init_like_official(model: nn.Module) -> None:
+    """The official code's initialisation (TF slim's defaults): Glorot-uniform weights and zero
+    biases in every linear and convolutional layer; layer norms start at gain 1, bias 0.
+    PyTorch's default (a narrower uniform and random biases) shrinks what tells the groups
+    apart: a common random offset in every layer, so the EM loop contracts faster."""
+    for mod in model.modules():
+        if isinstance(mod, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)):
+            nn.init.xavier_uniform_(mod.weight)
+            nn.init.zeros_(mod.bias)
+
+
 class RNEM(nn.Module):
     """The R-NEM network; `step` is one EM iteration, batched over samples and groups."""
 
@@ -168,6 +186,8 @@ class RNEM(nn.Module):
         self.encoder = Encoder(cfg)
         self.cell = RelationalCell(cfg)
         self.decoder = Decoder(cfg)
+        init_like_official(self)
+        self.decoder.reset_mask_bias()
 
     def to_work(self, images: torch.Tensor) -> torch.Tensor:
         """(..., C, image_size, image_size) in [0, 1] -> (..., C, H, W) at the work side."""
