@@ -32,6 +32,24 @@ def test_the_forward_pass_draws_nothing_at_random():
     assert torch.equal(model(flow).alphas, model(flow).alphas)
 
 
+def test_the_network_sees_and_writes_flow_in_its_unit():
+    # flow_unit 0.1 at 32 px: 3.2 pixels a unit. The same weights given flow / 3.2 in pixels
+    # (flow_unit None, the official) give the same alphas and layers 3.2 times smaller.
+    import dataclasses
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(TINY, flow_unit=0.1)
+    assert cfg.unit_pixels == pytest.approx(3.2)
+    model = MotionGrouping(cfg).eval()
+    pixels = MotionGrouping(dataclasses.replace(TINY, flow_unit=None)).eval()
+    pixels.load_state_dict(model.state_dict())
+    flow = 3 * torch.randn(2, 2, 32, 32)
+    out, ref = model(flow), pixels(flow / 3.2)
+    assert torch.allclose(out.alphas, ref.alphas, atol=1e-6)
+    assert torch.allclose(out.layers, 3.2 * ref.layers, atol=1e-5)
+    assert torch.allclose(out.flow, 3.2 * ref.flow, atol=1e-5)
+    assert not torch.allclose(out.flow, ref.flow, atol=1e-2)  # the unit did change the output
+
+
 def test_position_grid_corners():
     g = position_grid(3)  # (3, 3, 4): y, x, 1 - y, 1 - x
     assert g.shape == (3, 3, 4)
@@ -67,6 +85,7 @@ def test_permuting_the_learned_initial_slots_permutes_the_alphas():
     ({"num_slots": 0}, "num_slots and iters"),
     ({"kernel_size": 4}, "kernel_size must be odd"),
     ({"enc_channels": ()}, "enc_channels"),
+    ({"flow_unit": 0.0}, "flow_unit must be > 0"),
 ])
 def test_bad_model_configs_are_refused_in_one_line(change, message):
     import dataclasses

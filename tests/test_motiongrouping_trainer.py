@@ -91,3 +91,24 @@ def test_predict_needs_the_ground_truth_flow(tmp_path):
     assert np.allclose(pred.masks.sum(1), 1, atol=1e-5)  # the alphas share every pixel
     assert pred.extras["layer"].max() == pytest.approx(1.0)
     assert np.allclose(method.embed(model, img, gt_flow=flow), pred.features, atol=1e-5)
+
+
+def test_the_reconstruction_loss_is_taken_in_the_networks_flow_unit():
+    # The smoke profile at 32 px with flow_unit 0.1: 3.2 pixels a unit, so the recon term is
+    # the pixel MSE / 3.2^2 (in pixels, the official, it would be 10 times larger).
+    import trainloop
+    cfg = PROFILES["smoke"].replace(device="cpu")
+    unit = cfg.model.unit_pixels
+    assert unit == pytest.approx(0.1 * 32)
+    task = trainer.MotionGroupingTask(cfg)
+    torch.manual_seed(0)
+    model = task.build(torch.device("cpu"))
+    flow = 4 * torch.randn(2, 32, 32, 2)  # (B, H, W, 2) pixels
+    ctx = trainloop.StepContext(step=0, epoch=0, fraction=0.0, rank=0, world=1, rows=2,
+                                device=torch.device("cpu"), state={})
+    total, terms = task.step(model, (flow,), torch.Generator(), ctx)
+    with torch.no_grad():
+        pixels_mse = ((model(flow.permute(0, 3, 1, 2)).flow - flow.permute(0, 3, 1, 2)) ** 2).mean()
+    assert terms["recon"].item() == pytest.approx(pixels_mse.item() / unit ** 2, rel=1e-4)
+    assert total.item() == pytest.approx(cfg.w_recon * terms["recon"].item()
+                                         + cfg.w_entropy * terms["entropy"].item(), rel=1e-5)

@@ -6,7 +6,8 @@ from baselines.motiongrouping.config import TrainConfig
 from baselines.motiongrouping.errors import MotionGroupingError
 from baselines.motiongrouping.model import MotionGrouping
 
-FORMAT = "motiongrouping-checkpoint-v1"
+# v2: the network's flow unit (ModelConfig.flow_unit); a v1 model was trained in pixels.
+FORMAT = "motiongrouping-checkpoint-v2"
 KIND = Kind(format=FORMAT, what="a Motion Grouping", error=MotionGroupingError, config=TrainConfig,
             build=lambda cfg: MotionGrouping(cfg.model))
 save, read, config_of, load_weights, load = (KIND.save, KIND.read, KIND.config_of,

@@ -38,10 +38,20 @@ class ModelConfig:
     # upsampled bilinearly to the image (official: 1, full size); 2 is the CPU profile's saving.
     decoder_scale: int = 1
     attn_eps: float = 1e-8  # added to the attention before its weighted mean over inputs
+    # The network reads and writes flow in units of flow_unit x image_size pixels, and the
+    # reconstruction loss is taken in those units (official: pixels, None). In pixels the
+    # decoder's layers start ~10x smaller than Geo's motion and every alpha stays at 1/K
+    # through a CPU budget (docs/baselines/motiongrouping.md, flow unit).
+    flow_unit: float | None = 0.1
 
     @property
     def slot_size(self) -> int:
         return self.enc_channels[-1]
+
+    @property
+    def unit_pixels(self) -> float:
+        """Pixels per unit of the network's flow."""
+        return 1.0 if self.flow_unit is None else self.flow_unit * self.image_size
 
     def validate(self) -> None:
         side, step = self.image_size, 2 ** UPSAMPLINGS
@@ -60,6 +70,10 @@ class ModelConfig:
             raise MotionGroupingError(f"kernel_size must be odd, got {self.kernel_size}")
         if not 0 < self.attn_eps < 1:
             raise MotionGroupingError(f"attn_eps must be in (0, 1), got {self.attn_eps}")
+        if self.flow_unit is not None and not (math.isfinite(self.flow_unit)
+                                               and self.flow_unit > 0):
+            raise MotionGroupingError(f"flow_unit must be > 0 (or None: pixels), got "
+                                      f"{self.flow_unit}")
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,7 @@ class TrainConfig:
     decay_steps: int = 80_000  # every this many steps the rate is multiplied by decay_rate ...
     decay_rate: float = 0.5
     weight_growth: float = 5.0  # ... and the entropy weight by this (official: ent_scale * 5)
-    w_recon: float = 100.0  # official loss_scale: 1e2 x the mean squared flow error (pixels)
+    w_recon: float = 100.0  # official loss_scale: 1e2 x the mean squared flow error (flow units)
     w_entropy: float = 0.01  # official ent_scale
     entropy_eps: float = 1e-5  # inside the log of the entropy term
     steps: int = 1_000_000  # step budget (official: 5e9, i.e. none)

@@ -5,7 +5,8 @@ The official third term, temporal consistency, compares the alphas of one frame 
 two of its flows (gaps 1, 2, -1, -2); a pair gives frame 0 one flow, so it does not apply here
 (docs/baselines/motiongrouping.md).
 
-Letters: B batch, K slots, H = W image side, 2 flow components (pixels).
+Letters: B batch, K slots, H = W image side, 2 flow components (in the network's flow unit,
+`ModelConfig.unit_pixels`: the trainer divides both flows by it).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class LossTerms:
 
 
 def recon_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean squared error over batch, components and pixels: (B, 2, H, W) each, pixels^2."""
+    """Mean squared error over batch, components and pixels: (B, 2, H, W) each, in the
+    flows' units squared."""
     return ((pred - target) ** 2).mean()
 
 

@@ -4,7 +4,8 @@ Attention, and a spatial broadcast decoder that gives each slot a flow layer and
 
 Letters: B batch, K slots, D slot size (the encoder's last width), N = h w encoder positions,
 H = W image side, h = w = H / 4 encoder side, g = H / 8 the broadcast grid's side, 2 flow
-components (dx, dy) in pixels.
+components (dx, dy) in pixels outside the network, in units of `ModelConfig.unit_pixels`
+inside it.
 """
 from __future__ import annotations
 
@@ -170,11 +171,13 @@ class MotionGrouping(nn.Module):
         return self.slots_init.weight[None].expand(batch, -1, -1)  # (B, K, D)
 
     def forward(self, flow: torch.Tensor) -> Outputs:
-        b, k = flow.shape[0], self.config.num_slots
-        feats = self.encoder(flow)  # (B, N, D)
+        """flow (B, 2, H, W) in pixels -> `Outputs`, its flows in pixels."""
+        b, k, unit = flow.shape[0], self.config.num_slots, self.config.unit_pixels
+        feats = self.encoder(flow / unit)  # (B, N, D)
         slots, _ = self.slot_attention(feats, self.initial_slots(b))  # (B, K, D)
         out = self.decoder(slots.flatten(0, 1))  # (B K, 3, H, W)
         out = out.view(b, k, 3, *out.shape[-2:])  # (B, K, 3, H, W)
-        layers, alphas = out[:, :, :2], out[:, :, 2].softmax(dim=1)  # (B,K,2,H,W), (B,K,H,W)
+        layers = out[:, :, :2] * unit  # (B, K, 2, H, W) pixels
+        alphas = out[:, :, 2].softmax(dim=1)  # (B, K, H, W)
         recon = (layers * alphas[:, :, None]).sum(1)  # (B, 2, H, W)
         return Outputs(flow=recon, layers=layers, alphas=alphas, slots=slots)
