@@ -104,20 +104,27 @@ def test_shapes_signed_distance_never_overstates():
     assert np.isclose(box.signed_distance(np.array([[0.25 + 0.3, 0.0]]))[0], 0.3)
 
 
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    root = tmp_path_factory.mktemp("artic")
-    kw = dict(variant="articulated", n=24, val=4, test=8, size=32, shard_size=10)
+def make_with_one_and_two_workers(root, **kw):
+    """The same set made by one worker and by two (the articulated+ tests share this)."""
     one = make_dataset(MakeConfig(**kw, out=str(root / "one"), workers=1), progress=False)
     two = make_dataset(MakeConfig(**kw, out=str(root / "two"), workers=2), progress=False)
     return one, two, kw
 
 
-def test_any_worker_count_gives_the_same_shards_and_verify_passes(made):
-    one, two, _ = made
+def assert_same_shards_and_verified(one, two):
     assert shards.read_manifest(one)["shards"] == shards.read_manifest(two)["shards"]
     assert shards.manifest_hash(one) == shards.manifest_hash(two)
     assert shards.verify(one) == []
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    return make_with_one_and_two_workers(tmp_path_factory.mktemp("artic"), variant="articulated",
+                                         n=24, val=4, test=8, size=32, shard_size=10)
+
+
+def test_any_worker_count_gives_the_same_shards_and_verify_passes(made):
+    assert_same_shards_and_verified(*made[:2])
 
 
 def test_manifest_names_the_slots_and_readers_use_them(made):

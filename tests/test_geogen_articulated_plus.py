@@ -3,11 +3,12 @@ articulated figure's ground truth; exact flow, determinism, the manifest."""
 import numpy as np
 import pytest
 from scipy import ndimage
+from test_geogen_articulated import assert_same_shards_and_verified, make_with_one_and_two_workers
 from test_geogen_plus import WARP_MEAN_TOL, WARP_P99_TOL, warp_errors
 
 from geogen import figure, schema, shards
 from geogen.dataset import read_split
-from geogen.make import MakeConfig, make_dataset, render_one
+from geogen.make import MakeConfig, render_one
 from geogen.variants import geo_plus_banks, get_variant
 
 SIZE = 64  # test_geogen_plus's warp_errors reads this side
@@ -71,18 +72,13 @@ def test_parts_are_textured_on_a_static_photograph(samples):
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    root = tmp_path_factory.mktemp("articplus")
-    kw = dict(variant="articulated+", n=14, val=2, test=4, size=32, shard_size=6)
-    one = make_dataset(MakeConfig(**kw, out=str(root / "one"), workers=1), progress=False)
-    two = make_dataset(MakeConfig(**kw, out=str(root / "two"), workers=2), progress=False)
-    return one, two, kw
+    return make_with_one_and_two_workers(tmp_path_factory.mktemp("articplus"),
+                                         variant="articulated+", n=14, val=2, test=4, size=32,
+                                         shard_size=6)
 
 
 def test_any_worker_count_gives_the_same_shards_and_verify_passes(made):
-    one, two, _ = made
-    assert shards.read_manifest(one)["shards"] == shards.read_manifest(two)["shards"]
-    assert shards.manifest_hash(one) == shards.manifest_hash(two)
-    assert shards.verify(one) == []
+    assert_same_shards_and_verified(*made[:2])
 
 
 def test_the_manifest_names_parts_and_sources_and_samples_regenerate(made):
