@@ -170,11 +170,16 @@ class MotionGrouping(nn.Module):
     def initial_slots(self, batch: int) -> torch.Tensor:
         return self.slots_init.weight[None].expand(batch, -1, -1)  # (B, K, D)
 
+    def slots(self, flow: torch.Tensor) -> torch.Tensor:
+        """flow (B, 2, H, W) in pixels -> the slots (B, K, D) after the last iteration."""
+        feats = self.encoder(flow / self.config.unit_pixels)  # (B, N, D)
+        slots, _ = self.slot_attention(feats, self.initial_slots(flow.shape[0]))  # (B, K, D)
+        return slots
+
     def forward(self, flow: torch.Tensor) -> Outputs:
         """flow (B, 2, H, W) in pixels -> `Outputs`, its flows in pixels."""
         b, k, unit = flow.shape[0], self.config.num_slots, self.config.unit_pixels
-        feats = self.encoder(flow / unit)  # (B, N, D)
-        slots, _ = self.slot_attention(feats, self.initial_slots(b))  # (B, K, D)
+        slots = self.slots(flow)  # (B, K, D)
         out = self.decoder(slots.flatten(0, 1))  # (B K, 3, H, W)
         out = out.view(b, k, 3, *out.shape[-2:])  # (B, K, 3, H, W)
         layers = out[:, :, :2] * unit  # (B, K, 2, H, W) pixels

@@ -107,7 +107,6 @@ class MotionGroupingMethod:
         import torch
         flow = gt_flow_tensor("motiongrouping", FLOW_USE, model, gt_flow, img0.shape)
         with torch.inference_mode():
-            feats = model.encoder(flow)  # (B, N, D)
-            slots, _ = model.slot_attention(feats, model.initial_slots(len(flow)))  # (B, K, D)
+            slots = model.slots(flow)  # (B, K, D)
         return to_numpy(slots.flatten(1))
 
