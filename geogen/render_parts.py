@@ -53,6 +53,37 @@ def _canonical(dx: np.ndarray, dy: np.ndarray, c: np.ndarray, s: np.ndarray,
     return ux, uy
 
 
+def _blend(rgb: np.ndarray, appearance: Appearance, cover: np.ndarray, pix: np.ndarray,
+           slot: np.ndarray, ux: np.ndarray, uy: np.ndarray, rank: np.ndarray,
+           drawn: list) -> None:
+    """Blend the elements' fills into rgb (T H W, 3) in place, back to front: at each pixel
+    x <- x + cover (fill - x), the pairs in drawing order (`rank` (E,), `drawn` the slots).
+
+    A pixel a pair does not cover keeps its colour exactly (x + 0 (f - x) is x), so only
+    covered elements blend; a slot's fill is asked once, for its elements in every frame."""
+    lit = np.flatnonzero(cover > 0)
+    place = rank[lit]
+    lit = lit[np.argsort(place, kind="stable")]                                   # (L,) drawn order
+    count = np.bincount(place, minlength=len(drawn))                              # (D,)
+    ends = np.cumsum(count)
+    for s, a, b in zip(drawn, ends - count, ends):
+        e = lit[a:b]
+        q = pix[e]
+        view = rgb[q]                                                             # (n, 3)
+        fill = appearance.fill(s, np.stack([ux[e], uy[e]], -1))                   # (n, 3) or (3,)
+        rgb[q] = view + cover[e, None] * (fill - view)
+
+
+def _class_terms(kinds: tuple, classes: list) -> dict[type, np.ndarray]:
+    """Per class of shape, every slot's terms (n, S) float32 (zeros for the other classes')."""
+    out = {}
+    for cls in classes:
+        n = len(next(k for k in kinds if type(k) is cls).terms())
+        out[cls] = np.array([k.terms() if type(k) is cls else np.zeros(n)
+                             for k in kinds]).T.astype(np.float32)
+    return out
+
+
 def render_parts(pose: np.ndarray, present: np.ndarray, appearance: Appearance, size: int,
                  supersample: int = 5, kinds: tuple = (),
                  order: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
@@ -81,7 +112,7 @@ def render_parts(pose: np.ndarray, present: np.ndarray, appearance: Appearance, 
     row, col = np.divmod(np.arange(len(je)) - first[je], w[je])
     row += y0[je]
     col += x0[je]
-    pix = (jt[je] * H + row) * W + col                                            # (E,) in (T, H, W)
+    pix = (jt[je] * H + row) * W + col                                            # (E,) in T H W
     c, s = _rotation(pj, inverse=True)                                            # (J,) each
     inv = (1.0 / pj[:, 3].astype(np.float64)).astype(np.float32)                  # (J,)
     # Pixel centres as `render.pixel_centres` has them, minus the pair's centre.
@@ -89,11 +120,7 @@ def render_parts(pose: np.ndarray, present: np.ndarray, appearance: Appearance, 
     dy = (row.astype(np.float32) + 0.5) - pj[je, 1]
     ux, uy = _canonical(dx, dy, c[je], s[je], inv[je])                            # (E,) each
     slot = js[je]                                                                  # (E,)
-    terms = {}   # per class, its slots' terms (n, S) float32 (zeros for the other slots)
-    for cls in classes:
-        n_terms = len(next(k for k in kinds if type(k) is cls).terms())
-        terms[cls] = np.array([k.terms() if type(k) is cls else np.zeros(n_terms)
-                               for k in kinds]).T.astype(np.float32)
+    terms = _class_terms(kinds, classes)
     runs = np.searchsorted(je, np.searchsorted(  # each class's first element, and the end
         [classes.index(type(kinds[q])) for q in js], np.arange(len(classes) + 1)))
     sd = np.empty(len(je), np.float32)                                            # (E,)
@@ -107,18 +134,19 @@ def render_parts(pose: np.ndarray, present: np.ndarray, appearance: Appearance, 
     band = np.flatnonzero(np.abs(sd) < _HALF_DIAG)                                # (M,)
     ox, oy = _canonical(offsets[:, :1], offsets[:, 1:], c, s, inv)                # (K, J) each
     jb = je[band]                                                                 # (M,)
-    per_pair = np.bincount(jb, minlength=len(n))                                 # (J,) band is by pair
+    per_pair = np.bincount(jb, minlength=len(n))                                 # (J,)
     sx = ux[band] + np.repeat(ox, per_pair, axis=1)                               # (K, M)
     sy = uy[band] + np.repeat(oy, per_pair, axis=1)
     count = np.empty(len(band), np.int64)                                         # (M,)
     for cls, a, b in zip(classes, *np.searchsorted(band, [runs[:-1], runs[1:]])):
-        inside = cls.covers(sx[:, a:b], sy[:, a:b], terms[cls][:, slot[band[a:b]]])   # (K, m)
+        inside = cls.covers(sx[:, a:b], sy[:, a:b], terms[cls][:, slot[band[a:b]]])  # (K, m)
         count[a:b] = inside.view(np.uint8).sum(0, dtype=np.uint16)   # K <= 256; a faster sum
     cover[band] = count * np.float32(1.0 / len(offsets))
     held = np.flatnonzero(cover >= 0.5)                                           # in the masks
 
     amodal = np.zeros((T, S, H, W), bool)
-    amodal.reshape(-1)[(jt[je[held]] * S + slot[held]) * (H * W) + row[held] * W + col[held]] = True
+    at = (jt[je[held]] * S + slot[held]) * (H * W) + row[held] * W + col[held]     # in T S H W
+    amodal.reshape(-1)[at] = True
     # A pixel shows the pair drawn last on it: the largest drawing place among those that
     # hold it (encoded with the element, so that the winner's element comes back too).
     best = np.full(T * H * W, -1, np.int64)
@@ -130,27 +158,16 @@ def render_parts(pose: np.ndarray, present: np.ndarray, appearance: Appearance, 
 
     xy = pixel_centres(size)                                                      # (H, W, 2)
     rgb = np.empty((T, H, W, 3), np.float32)                                      # (T, H, W, 3)
-    bg = np.asarray(appearance.background(xy), np.float32)                        # (3,) or (H, W, 3)
+    bg = np.asarray(appearance.background(xy), np.float32)         # (3,) or (H, W, 3)
     if bg.ndim == 1:   # a flat colour: one row of it, which broadcasts in long runs
         bg = np.tile(bg, (W, 1))                                                  # (W, 3)
     rgb[:] = bg
-    flat = rgb.reshape(-1, 3)                                                     # (T H W, 3)
-    # Back to front. A pixel a pair does not cover keeps its colour exactly (x + 0 (f - x)
-    # is x), so only covered pixels blend; a slot's fill is asked once for both frames.
-    lit = np.flatnonzero(cover > 0)
-    place = key[je[lit]] % D                                                      # drawing rank
-    lit = lit[np.argsort(place, kind="stable")]
-    ends = np.cumsum(np.bincount(place, minlength=D))                             # (D,)
-    for s_, a, b in zip(drawn, ends - np.bincount(place, minlength=D), ends):
-        e, q = lit[a:b], pix[lit[a:b]]
-        view = flat[q]                                                            # (n, 3)
-        fill = appearance.fill(s_, np.stack([ux[e], uy[e]], -1))                  # (n, 3) or (3,)
-        flat[q] = view + cover[e, None] * (fill - view)
+    _blend(rgb.reshape(-1, 3), appearance, cover, pix, slot, ux, uy, key[je] % D, drawn)
     # Quantise the background once, then only the rows/cols the pairs drew on (outside them
     # rgb is the background's, bit for bit).
     frames = np.empty((T, H, W, 3), np.uint8)                                     # (T, H, W, 3)
     frames[:] = _to_uint8(bg)
-    if len(lit):
+    if len(je):
         a, b, c_, d = y0.min(), y1.max(), x0.min(), x1.max()
         frames[:, a:b, c_:d] = _to_uint8(rgb[:, a:b, c_:d])
 
@@ -165,8 +182,9 @@ def render_parts(pose: np.ndarray, present: np.ndarray, appearance: Appearance, 
     ct, st = _rotation(pose.reshape(-1, 4), inverse=False)                        # (T S,) each
     dest = pose.reshape(-1, 4)[to]                                                # (F, 4)
     fro = pj[je[e]]                                                               # (F, 4)
-    moved = np.stack([dest[:, 0] + ct[to] * ux[e] - st[to] * uy[e] - (col[e].astype(np.float32) + 0.5),
-                      dest[:, 1] + st[to] * ux[e] + ct[to] * uy[e] - (row[e].astype(np.float32) + 0.5)], -1)
+    px, py = col[e].astype(np.float32) + 0.5, row[e].astype(np.float32) + 0.5     # (F,) each
+    moved = np.stack([dest[:, 0] + ct[to] * ux[e] - st[to] * uy[e] - px,
+                      dest[:, 1] + st[to] * ux[e] + ct[to] * uy[e] - py], -1)     # (F, 2)
     # A pure translation: the centre's shift at every pixel (exactly piecewise constant).
     still = (fro[:, 2] == dest[:, 2]) & (fro[:, 3] == dest[:, 3])
     moved[still] = dest[still, :2] - fro[still, :2]
