@@ -8,8 +8,8 @@ subsamples, masks, flow) is one call over all of them, or one per class of shape
 pixel goes through the same float32 operations as in `render_clip`, so the output is
 `render_clip`'s bit for bit (tests/test_geogen_render_parts.py holds them to it).
 
-Drawing back to front stays sequential only where it must: each drawn pair in turn blends
-its coloured pixels into the frame.
+Drawing back to front stays sequential only where it must: each drawn slot in turn blends
+its covered pixels, in every frame at once, into the frames (`_blend`).
 
 Letters: T frames, S slots, H = W = image side, J drawn (frame, slot) pairs in drawing order
 (frame by frame, back to front), E the pixels of their boxes end to end, M band pixels among
