@@ -58,33 +58,48 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class _Part:
-    """A part's shape in its canonical frame: length 1 along y, `width` across."""
+    """A part's shape in its canonical frame: length 1 along y, `width` across.
+
+    A subclass gives its constants as `terms()` (n,) and its tests as static functions of
+    canonical x, y and terms (n, ...) broadcast against them (`distance`, `covers`), so that
+    `geogen.render_parts` evaluates many parts of one class in one call, each point with its
+    own part's terms. They are float64 and are cast to the points' dtype, as the Python
+    floats of one part's formula would be."""
     width: float
 
     @property
     def half_extents(self) -> tuple[float, float]:
         return 0.5 * self.width, 0.5
 
-    @property
-    def corners(self) -> np.ndarray:
-        hx, hy = self.half_extents
-        return np.array([[-hx, -hy], [hx, -hy], [hx, hy], [-hx, hy]], np.float32)   # (4, 2)
+    def terms(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def signed_distance(self, u: np.ndarray) -> np.ndarray:
+        return self.distance(u[..., 0], u[..., 1], self.terms())
+
+    def inside(self, u: np.ndarray) -> np.ndarray:
+        return self.covers(u[..., 0], u[..., 1], self.terms())
 
 
 @dataclass(frozen=True)
 class Ellipse(_Part):
     """Ellipse of length 1 along canonical y and `width` across."""
 
-    def signed_distance(self, u: np.ndarray) -> np.ndarray:
+    def terms(self) -> np.ndarray:
+        a, b = 0.5 * self.width, 0.5   # the semi-axes
+        return np.array([a, b, min(a, b)])
+
+    @staticmethod
+    def distance(x: np.ndarray, y: np.ndarray, terms: np.ndarray) -> np.ndarray:
         # (|u / axes| - 1) min(axes): scaling by 1/min(axes) at most stretches distances that
         # much, so |value| never exceeds the true distance on either side (render's promise).
-        a, b = 0.5 * self.width, 0.5
-        q = np.sqrt((u[..., 0] / a) ** 2 + (u[..., 1] / b) ** 2)
-        return (q - 1.0) * min(a, b)
+        a, b, m = np.asarray(terms, x.dtype)
+        return (np.sqrt((x / a) ** 2 + (y / b) ** 2) - 1.0) * m
 
-    def inside(self, u: np.ndarray) -> np.ndarray:
-        a, b = 0.5 * self.width, 0.5
-        return (u[..., 0] / a) ** 2 + (u[..., 1] / b) ** 2 < 1.0
+    @staticmethod
+    def covers(x: np.ndarray, y: np.ndarray, terms: np.ndarray) -> np.ndarray:
+        a, b, _ = np.asarray(terms, x.dtype)
+        return (x / a) ** 2 + (y / b) ** 2 < 1.0
 
 
 @dataclass(frozen=True)
@@ -93,20 +108,25 @@ class RoundedBox(_Part):
     (at most width / 2: a capsule)."""
     radius: float = 0.0
 
-    def signed_distance(self, u: np.ndarray) -> np.ndarray:
+    def terms(self) -> np.ndarray:
+        r = self.radius   # the half sides of the box shrunk by r, r, and r^2
+        return np.array([0.5 * self.width - r, 0.5 - r, r, r * r])
+
+    @staticmethod
+    def distance(x: np.ndarray, y: np.ndarray, terms: np.ndarray) -> np.ndarray:
         # The exact distance of a rounded box: a box shrunk by r, then grown by r.
-        r = self.radius
-        qx = np.abs(u[..., 0]) - (0.5 * self.width - r)
-        qy = np.abs(u[..., 1]) - (0.5 - r)
+        hx, hy, r, _ = np.asarray(terms, x.dtype)
+        qx, qy = np.abs(x) - hx, np.abs(y) - hy
         outside = np.sqrt(np.maximum(qx, 0) ** 2 + np.maximum(qy, 0) ** 2)
         return outside + np.minimum(np.maximum(qx, qy), 0) - r
 
-    def inside(self, u: np.ndarray) -> np.ndarray:
-        # signed_distance < 0 without the square root: within r of the shrunk box.
-        r = self.radius
-        qx = np.maximum(np.abs(u[..., 0]) - (0.5 * self.width - r), 0)
-        qy = np.maximum(np.abs(u[..., 1]) - (0.5 - r), 0)
-        return qx * qx + qy * qy < r * r
+    @staticmethod
+    def covers(x: np.ndarray, y: np.ndarray, terms: np.ndarray) -> np.ndarray:
+        # distance < 0 without the square root: within r of the shrunk box.
+        hx, hy, _, r2 = np.asarray(terms, x.dtype)
+        qx = np.maximum(np.abs(x) - hx, 0)
+        qy = np.maximum(np.abs(y) - hy, 0)
+        return qx * qx + qy * qy < r2
 
 
 @dataclass(frozen=True)
@@ -236,6 +256,7 @@ _LENGTH, _J_PARENT, _J_SELF, _LEVELS = _tables()
 _PARENTS = np.array(PARENT)
 _SIGN = np.array([spec(p)[1] for p in PARTS])                             # (S,) -1 left
 _LIMITS = np.array([spec(p)[0].limits for p in PARTS]).T                  # (2, S) lo, hi
+_CORNER_SIGNS = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]])      # (4, 2) of a box
 # colorsys's channel order per hue sextant, as indices into (v, q, t, p) of `_colours`.
 _HSV_ORDER = np.array([[0, 2, 3], [1, 0, 3], [3, 0, 2], [3, 1, 0], [2, 3, 0], [0, 3, 1]])
 
@@ -256,10 +277,13 @@ def forward(root_xy: np.ndarray, root_angle: np.ndarray, scale: np.ndarray,
     pose[:, 0, :2], pose[:, 0, 2] = root_xy, root_angle
     pose[..., 3] = _LENGTH[None] * scale[:, None]                         # (T, S)
     for idx in _LEVELS:   # parents come a level before their children
-        par = _PARENTS[idx]
-        pose[:, idx, 2] = pose[:, par, 2] + joint[:, idx]                 # (T, n)
-        at = pose[:, par, :2] + pose[:, par, 3:4] * _rotate(pose[:, par, 2], _J_PARENT[idx])
-        pose[:, idx, :2] = at - pose[:, idx, 3:4] * _rotate(pose[:, idx, 2], _J_SELF[idx])
+        pose[:, idx, 2] = pose[:, _PARENTS[idx], 2] + joint[:, idx]       # (T, n)
+    # Every joint's two arms at once, s_p R(a_p) j_p and s_c R(a_c) j_c (the root's unused);
+    # then the centres, a level at a time.
+    arm_parent = pose[:, _PARENTS, 3:4] * _rotate(pose[:, _PARENTS, 2], _J_PARENT)   # (T, S, 2)
+    arm_self = pose[..., 3:4] * _rotate(pose[..., 2], _J_SELF)            # (T, S, 2)
+    for idx in _LEVELS:
+        pose[:, idx, :2] = pose[:, _PARENTS[idx], :2] + arm_parent[:, idx] - arm_self[:, idx]
     return pose
 
 
@@ -275,7 +299,9 @@ def joint_points(pose: np.ndarray) -> np.ndarray:
 def _fit(pose: np.ndarray, shapes: tuple, size: int) -> None:
     """Shift every centre (in place) so that the figure's box over all frames lies inside
     the image with a pixel of margin, or is centred on the axis where it does not fit."""
-    corners = np.stack([shape.corners for shape in shapes]).astype(np.float64)   # (S, 4, 2)
+    # Each part's box corners, rounded to float32 first (the shift stays what it was).
+    half = np.array([shape.half_extents for shape in shapes], np.float32)  # (S, 2)
+    corners = _CORNER_SIGNS * half.astype(np.float64)[:, None]            # (S, 4, 2)
     a, k = pose[..., 2:3], pose[..., 3:4]                                 # (T, S, 1)
     c, s = np.cos(a), np.sin(a)
     x = pose[..., 0:1] + k * (c * corners[None, :, :, 0] - s * corners[None, :, :, 1])
