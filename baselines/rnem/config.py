@@ -45,8 +45,11 @@ class ModelConfig:
     # take the background (docs/baselines/rnem.md: with a fixed white prior one group takes the
     # background and every shape with it).
     prior: str = "fixed"
-    # Added to every group's density in the E-step (official `compute_em_probabilities`, 1e-6;
-    # 0 gives the plain softmax of the log-likelihoods used before issue 51's second part).
+    # Added to every group's density in the E-step (the official `compute_em_probabilities`'s
+    # 1e-6): a pixel that no group predicts is shared by all instead of going to the least
+    # wrong one, so the group on Geo's background no longer takes every shape; but the same
+    # sharp E-step on those pixels is what keeps the untrained groups apart, and with 1e-6 the
+    # untrained loop loses them (docs/baselines/rnem.md). 0: the plain softmax, the default.
     e_epsilon: float = 0.0
     prior_mean: float = 1.0
     em_steps: int = 1  # E: EM iterations per frame (each frame is shown E times): R-NEM's 1
