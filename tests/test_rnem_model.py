@@ -24,6 +24,19 @@ def test_e_step_matches_gaussian_responsibilities_computed_directly():
     np.testing.assert_allclose(got[:, :, 0].numpy(), want, rtol=1e-6, atol=1e-9)
 
 
+def test_e_step_epsilon_is_added_to_the_densities_as_the_official_code_does():
+    rng = np.random.default_rng(1)
+    mu = rng.uniform(0, 1, (2, 4, 3, 3, 3))  # (B, K, C, H, W)
+    x = rng.uniform(0, 1, (2, 3, 3, 3))  # (B, C, H, W)
+    sigma, eps = 0.07, 1e-6
+    dens = np.exp(-(x[:, None] - mu) ** 2 / (2 * sigma ** 2)) / np.sqrt(2 * np.pi * sigma ** 2)
+    p = dens.prod(axis=2) + eps  # (B, K, H, W)
+    want = p / p.sum(axis=1, keepdims=True)
+    got = e_step(torch.from_numpy(mu), torch.from_numpy(x), sigma, eps)[:, :, 0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    assert np.ptp(want) > 0.5  # some pixels are owned, not all shared
+
+
 def test_e_step_is_sharp_where_one_group_predicts_the_pixel():
     mu = torch.zeros(1, 2, 3, 1, 1)
     mu[0, 1] = 1.0
@@ -59,15 +72,17 @@ def test_em_step_is_batched_over_groups_and_equivariant():
     torch.manual_seed(0)
     model = RNEM(TINY).double()
     gen = torch.Generator().manual_seed(1)
-    state = model.init_state(2, gen)
+    state = model.init_state(torch.full((2, 1, 3, 1, 1), 1.0, dtype=torch.float64), gen)
     state = state._replace(theta=torch.rand(2, 4, TINY.state_size, dtype=torch.float64),
                            mu=torch.rand(2, 4, 3, 16, 16, dtype=torch.float64),
                            gamma=state.gamma.double())
     x = torch.rand(2, 3, 16, 16, dtype=torch.float64)
     perm = torch.tensor([1, 3, 0, 2])
     new = model.step(state, x, x)
-    permuted = model.step(type(state)(*(t[:, perm] for t in state)), x, x)
-    for a, b in zip(permuted, new):
+    groups = state._replace(**{f: getattr(state, f)[:, perm]
+                               for f in ("theta", "mu", "mask", "gamma")})  # not the prior
+    permuted = model.step(groups, x, x)
+    for a, b in zip(permuted[:4], new[:4]):
         np.testing.assert_allclose(a.detach().numpy(), b[:, perm].detach().numpy(), atol=1e-10)
     assert torch.allclose(new.gamma.sum(1), torch.ones(2, 1, 16, 16, dtype=torch.float64))
 
@@ -92,8 +107,10 @@ def test_one_step_per_frame_after_a_warm_up_predicts_the_next_frame_at_every_ste
 
 def test_init_state_shared_draw_does_not_depend_on_the_batch():
     model = RNEM(TINY)
-    a = model.init_state(1, torch.Generator().manual_seed(0), shared=True).gamma
-    b = model.init_state(5, torch.Generator().manual_seed(0), shared=True).gamma
+    a = model.init_state(torch.ones(1, 1, 3, 1, 1), torch.Generator().manual_seed(0),
+                         shared=True).gamma
+    b = model.init_state(torch.ones(5, 1, 3, 1, 1), torch.Generator().manual_seed(0),
+                         shared=True).gamma
     assert torch.equal(a[0], b[3])
     assert torch.allclose(b.sum(1), torch.ones(5, 1, 16, 16))
 
@@ -145,7 +162,51 @@ def test_em_loop_at_initialisation_keeps_the_groups_apart():
     x = _three_squares()
     clip = torch.stack([x] * 5, 1)  # (B, T, C, H, W)
     with torch.no_grad():
-        start = model.init_state(2, torch.Generator().manual_seed(0)).gamma.std(1).mean()
+        start = model.init_state(torch.ones(2, 1, 3, 1, 1),
+                                 torch.Generator().manual_seed(0)).gamma.std(1).mean()
         states = model.run(clip, torch.Generator().manual_seed(0))
     last = states[-1].gamma.std(1).mean()  # (B, K, 1, H, W) spread over the groups
     assert last > 0.1 * start
+
+
+def test_median_prior_is_each_clips_background_and_the_first_prediction():
+    # Geo's background is one flat colour per clip; as the official's black prior is the balls'
+    # background, the median prior lets every group explain the background at the start.
+    model = RNEM(ModelConfig(**{**TINY.__dict__, "image_size": 32, "work_size": 32,
+                                "prior": "median"}))
+    x = _three_squares()
+    x[1] = torch.where(x[1] == 0.85, torch.tensor(0.75), x[1])  # another background colour
+    clip = torch.stack([x, x], 1)  # (B, T, C, H, W)
+    with torch.no_grad():
+        states = model.run(clip, torch.Generator().manual_seed(0))
+    prior = states[0].prior[:, 0, :, 0, 0]  # (B, C)
+    assert torch.allclose(prior, torch.tensor([[0.85] * 3, [0.75] * 3]))
+    start = model.init_state(states[0].prior, torch.Generator().manual_seed(0))
+    assert torch.allclose(start.mu[1], torch.full_like(start.mu[1], 0.75))
+    fixed = RNEM(TINY)
+    assert torch.equal(fixed.init_state(torch.ones(1, 1, 3, 1, 1), torch.Generator()).mu,
+                       torch.ones(1, 4, 3, 16, 16))
+
+
+def test_a_white_prior_hands_every_shape_to_the_background_group():
+    # The cause of issue 51's one group: a group that paints Geo's near-white background
+    # everywhere is nearer every shape's colour than a group at the white prior, so at the
+    # profile's sigma the other groups' gamma on the shapes, and their gradient, is nil. The
+    # groups at the prior tie with it instead when the prior is the background's colour, or
+    # when the E-step adds the official epsilon to the densities (no group's density on the
+    # shape reaches it); a group that does predict the shape's colour still takes it.
+    from baselines.rnem.config import PROFILES
+    sigma = PROFILES["quick"].model.sigma
+    x = _three_squares(1, 32)  # (1, C, H, W): background 0.85, shapes 0.9 / 0.15
+    shape = (slice(None), slice(None), slice(4, 13), slice(4, 13))
+    for prior, eps, lone in ((1.0, 0.0, True), (0.85, 0.0, False), (1.0, 1e-6, False)):
+        mu = torch.full((1, 5, 3, 32, 32), prior)
+        mu[:, 0] = 0.85  # group 0 paints the background colour everywhere
+        gamma = e_step(mu, x, sigma, eps)[:, :, 0]  # (1, K, H, W)
+        others = gamma[:, 1:][shape].max().item()
+        assert (others < 1e-6) == lone, (prior, eps, others)
+        if prior == 1.0:  # the background stays group 0's (at its own colour, all share it)
+            assert gamma[0, 0, 20, 2].item() > 0.99
+    mu[0, 1, :, 4:13, 4:13] = torch.tensor([0.85, 0.2, 0.2])[:, None, None]  # near square 0
+    gamma = e_step(mu, x, sigma, 1e-6)[:, :, 0]
+    assert gamma[:, 1][shape[1:]].min().item() > 0.99

@@ -45,6 +45,11 @@ def test_config_json_round_trip_and_profiles():
         assert TrainConfig.from_json(cfg.to_json()) == cfg, name
     with pytest.raises(RnemError, match="unknown TrainConfig fields"):
         TrainConfig.from_json('{"nope": 1}')
+    # configs written before `prior` (checkpoints of the white prior) keep the fixed prior
+    old = TrainConfig.from_json('{"model": {"warmup": 2, "prior_mean": 1.0}}')
+    assert (old.model.prior, old.model.prior_mean, old.model.e_epsilon) == ("fixed", 1.0, 0.0)
+    with pytest.raises(RnemError, match="prior must be one of"):
+        ModelConfig(prior="mean").validate()
 
 
 def test_every_profile_trains_on_the_adapters_clip_length_with_the_official_schedule():
@@ -55,8 +60,8 @@ def test_every_profile_trains_on_the_adapters_clip_length_with_the_official_sche
         assert cfg.clip_frames == 10, name
         # the smoke profile is the quick one scaled down: same schedule, noise, prior and start
         assert (cfg.noise_prob, cfg.lr, cfg.patience) == (0.2, 1e-3, 10), name
-        for field in ("em_steps", "warmup", "sigma", "prior_mean", "init_grid", "num_groups",
-                      "mask_init"):
+        for field in ("em_steps", "warmup", "sigma", "prior", "prior_mean", "e_epsilon",
+                      "init_grid", "num_groups", "mask_init"):
             assert getattr(cfg.model, field) == getattr(BASE.model, field), (name, field)
     assert (BASE.model.em_steps, BASE.model.num_groups, BASE.model.work_size) == (1, 5, 64)
     assert (PROFILES["long"].model.work_size, PROFILES["long"].batch_size) == (64, 64)

@@ -15,6 +15,7 @@ from baselines.configs import build, json_object, replaced
 from baselines.rnem.errors import RnemError
 
 DEVICES = ("cpu", "cuda", "auto")
+PRIORS = ("fixed", "median")
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,19 @@ class ModelConfig:
     # E-step's does: the widest sigma at which the untrained EM loop does not shrink the
     # groups' differences (N-EM's 0.25 shrinks them ~3.5x a step, docs/baselines/rnem.md).
     sigma: float = 0.07
-    # Mean of the pixel prior that the KL term pulls towards, and each group's first prediction:
-    # white, as Geo's backgrounds are 181-255 in every channel (the official 0 suits black ones).
+    # The pixel prior's mean, which the KL term pulls every group towards outside its share and
+    # which is each group's first prediction: "fixed" is `prior_mean` in every channel (the
+    # official's 0 is the balls' black background); "median" is each clip's background colour,
+    # the per-channel median of its first frame, so that, as in the official, no group must
+    # take the background (docs/baselines/rnem.md: with a fixed white prior one group takes the
+    # background and every shape with it).
+    prior: str = "fixed"
+    # Added to every group's density in the E-step (the official `compute_em_probabilities`'s
+    # 1e-6): a pixel that no group predicts is shared by all instead of going to the least
+    # wrong one, so the group on Geo's background no longer takes every shape; but the same
+    # sharp E-step on those pixels is what keeps the untrained groups apart, and with 1e-6 the
+    # untrained loop loses them (docs/baselines/rnem.md). 0: the plain softmax, the default.
+    e_epsilon: float = 0.0
     prior_mean: float = 1.0
     em_steps: int = 1  # E: EM iterations per frame (each frame is shown E times): R-NEM's 1
     # W: extra EM steps on the first frame, against itself, before the clip runs; a test pair
@@ -63,6 +75,10 @@ class ModelConfig:
         if self.image_size % self.work_size:
             raise RnemError(f"image_size {self.image_size} must be a multiple of work_size "
                             f"{self.work_size}")
+        if self.prior not in PRIORS:
+            raise RnemError(f"prior must be one of {PRIORS}, got {self.prior!r}")
+        if not 0 <= self.e_epsilon < 1:
+            raise RnemError(f"e_epsilon must be in [0, 1), got {self.e_epsilon}")
         if self.sigma <= 0:
             raise RnemError(f"sigma must be > 0, got {self.sigma}")
         if not 0 < self.mask_init < 1:
@@ -124,6 +140,10 @@ class TrainConfig:
         model = raw.pop("model", {})
         if isinstance(model, dict) and "warmup" not in model:
             model = {**model, "warmup": 0}  # configs written before the warm-up had none
+        if isinstance(model, dict) and "prior" not in model:
+            model = {**model, "prior": "fixed"}  # configs written before `prior` had its mean
+        if isinstance(model, dict) and "e_epsilon" not in model:
+            model = {**model, "e_epsilon": 0.0}  # and no epsilon in the E-step
         model = build(ModelConfig, model, RnemError)
         return build(cls, {**raw, "model": model}, RnemError)
 

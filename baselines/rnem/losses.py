@@ -26,13 +26,14 @@ class LossTerms(NamedTuple):
 
 
 def rnem_loss(mu: torch.Tensor, gamma: torch.Tensor, target: torch.Tensor, sigma: float,
-              prior_mean: float) -> LossTerms:
+              prior_mean: float | torch.Tensor) -> LossTerms:
     """One step's loss.
 
     Args:
         mu: (B, K, C, H, W) predicted means.
         gamma: (B, K, 1, H, W) responsibilities (detached here).
         target: (B, C, H, W) the step's target frame.
+        prior_mean: a number, or (B, 1, C, 1, 1) a prior per sample.
     """
     g = gamma.detach()  # (B, K, 1, H, W)
     scale = 1.0 / (2 * sigma ** 2)

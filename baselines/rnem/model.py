@@ -37,6 +37,7 @@ class State(NamedTuple):
     mu: torch.Tensor  # (B, K, C, H, W) predicted means in [0, 1]
     mask: torch.Tensor  # (B, K, 1, H, W) the decoder's mask m_k: where group k draws its colour
     gamma: torch.Tensor  # (B, K, 1, H, W) responsibilities, summing to 1 over K
+    prior: torch.Tensor  # (B, 1, C, 1, 1) the pixel prior's mean, fixed over the clip
 
 
 def schedule(frames: int, em_steps: int, warmup: int = 0) -> list[tuple[int, int]]:
@@ -54,18 +55,35 @@ def read_step(cfg: ModelConfig) -> int:
     return cfg.warmup + cfg.em_steps - 2
 
 
-def e_step(mu: torch.Tensor, x: torch.Tensor, sigma: float) -> torch.Tensor:
+def e_step(mu: torch.Tensor, x: torch.Tensor, sigma: float, epsilon: float = 0.0
+           ) -> torch.Tensor:
     """Responsibilities of K Gaussian components with fixed sigma for every pixel.
 
     Args:
         mu: (B, K, C, H, W) component means.
         x: (B, C, H, W) the target frame.
+        epsilon: added to every component's density before normalising (the official
+            code's 1e-6 "to prevent 0 gamma"): where no group's density reaches it, the
+            pixel is shared by all groups instead of going to the least wrong one.
     Returns:
-        (B, K, 1, H, W) gamma, a softmax over K of sum_c log N(x_c; mu_kc, sigma^2).
+        (B, K, 1, H, W) gamma = (p_k + epsilon) / sum_j (p_j + epsilon), with
+        p_k = prod_c N(x_c; mu_kc, sigma^2).
     """
-    # The Gaussian's normaliser is the same for every k and cancels in the softmax.
-    loglik = -((x[:, None] - mu) ** 2).sum(2, keepdim=True) / (2 * sigma ** 2)  # (B, K, 1, H, W)
+    sq = ((x[:, None] - mu) ** 2).sum(2, keepdim=True)  # (B, K, 1, H, W)
+    loglik = -sq / (2 * sigma ** 2)
+    if epsilon > 0:  # the normaliser no longer cancels: it sets where epsilon takes over
+        c = mu.shape[2]
+        loglik = torch.logaddexp(loglik - c * math.log(sigma * math.sqrt(2 * math.pi)),
+                                 torch.full_like(loglik, math.log(epsilon)))
     return torch.softmax(loglik, dim=1)
+
+
+def pixel_prior(cfg: ModelConfig, clip: torch.Tensor) -> torch.Tensor:
+    """The pixel prior's mean for each clip (B, T, C, H, W): (B, 1, C, 1, 1)."""
+    b, c = clip.shape[0], clip.shape[2]
+    if cfg.prior == "median":  # the background: Geo's shapes cover a few per cent of a frame
+        return clip[:, 0].flatten(2).median(-1).values.view(b, 1, c, 1, 1)
+    return clip.new_full((b, 1, c, 1, 1), cfg.prior_mean)
 
 
 def _ln_act(n: int, act: nn.Module) -> list[nn.Module]:
@@ -103,7 +121,7 @@ class Decoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         c = cfg.enc_channels[-1]
-        self.side, self.c, self.prior = cfg.work_size // 2 ** len(cfg.enc_channels), c, cfg.prior_mean
+        self.side, self.c = cfg.work_size // 2 ** len(cfg.enc_channels), c
         self.fc = nn.Sequential(nn.Linear(cfg.state_size, cfg.dec_hidden),
                                 *_ln_act(cfg.dec_hidden, nn.ReLU()),
                                 nn.Linear(cfg.dec_hidden, c * self.side ** 2),
@@ -124,11 +142,13 @@ class Decoder(nn.Module):
         m = self.mask_init
         nn.init.constant_(self.conv[-1].bias, math.log(m / (1 - m)))
 
-    def forward(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, theta: torch.Tensor, prior: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """theta (N, D), prior (N, C, 1, 1) -> mu (N, C, H, W), mask (N, 1, H, W)."""
         h = self.fc(theta).view(-1, self.c, self.side, self.side)  # (N, c, h, w)
         mask = torch.sigmoid(self.conv(h))  # (N, 1, H, W)
         colour = torch.sigmoid(self.colour(theta))[:, :, None, None]  # (N, C, 1, 1)
-        return mask * colour + (1 - mask) * self.prior, mask  # (N, C, H, W), (N, 1, H, W)
+        return mask * colour + (1 - mask) * prior, mask
 
 
 class RelationalCell(nn.Module):
@@ -198,15 +218,17 @@ class RNEM(nn.Module):
         x = F.avg_pool2d(images.reshape(-1, *images.shape[-3:]), f)  # (N, C, H, W)
         return x.view(*lead, *x.shape[1:])
 
-    def init_state(self, batch: int, gen: torch.Generator, shared: bool = False) -> State:
-        """The official start: theta = 0, mu = the prior, gamma = |N(0, 1)| normalised over K;
+    def init_state(self, prior: torch.Tensor, gen: torch.Generator, shared: bool = False
+                   ) -> State:
+        """The official start for a batch of priors (B, 1, C, 1, 1) (`pixel_prior`): theta = 0,
+        mu = the prior, gamma = |N(0, 1)| normalised over K;
         gamma is drawn on an `init_grid` x `init_grid` grid and resized (smooth blobs), or per
         pixel (the official code) when init_grid is 0. `shared` draws once for the whole batch
         (inference: an image's result then does not depend on its batch)."""
-        cfg, dev = self.config, next(self.parameters()).device
+        cfg, dev, batch = self.config, next(self.parameters()).device, prior.shape[0]
         k, side = cfg.num_groups, cfg.work_size
         theta = torch.zeros(batch, k, cfg.state_size, device=dev)  # (B, K, D)
-        mu = torch.full((batch, k, 3, side, side), cfg.prior_mean, device=dev)  # (B, K, C, H, W)
+        mu = prior.to(dev).expand(batch, k, 3, side, side).contiguous()  # (B, K, C, H, W)
         grid = cfg.init_grid or side
         g = torch.randn(1 if shared else batch, k, grid, grid, generator=gen,
                         device=gen.device).abs().to(dev)
@@ -214,7 +236,7 @@ class RNEM(nn.Module):
         if grid != side:  # bilinear weights keep the sum over K at 1
             g = F.interpolate(g, size=(side, side), mode="bilinear", align_corners=False)
         g = g[:, :, None].expand(batch, -1, -1, -1, -1)  # (B, K, 1, H, W)
-        return State(theta, mu, torch.zeros_like(g), g)
+        return State(theta, mu, torch.zeros_like(g), g, prior.to(dev))
 
     def step(self, state: State, x_in: torch.Tensor, target: torch.Tensor) -> State:
         """One EM iteration. x_in: (B, C, H, W) the (corrupted) input frame; target: (B, C, H, W)
@@ -224,9 +246,11 @@ class RNEM(nn.Module):
         delta = (x_in[:, None] - state.mu) * state.gamma.detach()  # (B, K, C, H, W)
         x = self.encoder(delta.flatten(0, 1)).view(b, k, -1)  # (B, K, M)
         theta = self.cell(x, state.theta)  # (B, K, D)
-        mu, mask = self.decoder(theta.flatten(0, 1))  # (B * K, C, H, W), (B * K, 1, H, W)
+        prior = state.prior.expand(b, k, -1, -1, -1).flatten(0, 1)  # (B * K, C, 1, 1)
+        mu, mask = self.decoder(theta.flatten(0, 1), prior)  # (B * K, C, H, W), (B * K, 1, H, W)
         mu, mask = mu.view(state.mu.shape), mask.view(state.gamma.shape)
-        return State(theta, mu, mask, e_step(mu, target, self.config.sigma))
+        return State(theta, mu, mask, e_step(mu, target, self.config.sigma,
+                                                   self.config.e_epsilon), state.prior)
 
     def run(self, clip: torch.Tensor, gen: torch.Generator, inputs: torch.Tensor | None = None,
             shared_init: bool = False) -> list[State]:
@@ -234,7 +258,7 @@ class RNEM(nn.Module):
         `schedule(T, em_steps)`; `inputs` (same shape) replaces the clip as the input (the
         corrupted frames in training) while the targets stay `clip`."""
         inputs = clip if inputs is None else inputs
-        state = self.init_state(clip.shape[0], gen, shared_init)
+        state = self.init_state(pixel_prior(self.config, clip), gen, shared_init)
         states = []
         for t_in, t_out in schedule(clip.shape[1], self.config.em_steps, self.config.warmup):
             state = self.step(state, inputs[:, t_in], clip[:, t_out])

@@ -79,7 +79,7 @@ def clip_loss(model: RNEM, clip: torch.Tensor, cfg: TrainConfig, gen: torch.Gene
     inputs = corrupt(clip, cfg.noise_prob, gen)  # (B, T, C, H, W)
     states = model.run(clip, gen, inputs=inputs)
     steps = schedule(clip.shape[1], m.em_steps, m.warmup)
-    terms = [rnem_loss(s.mu, s.gamma, clip[:, t_out], m.sigma, m.prior_mean)
+    terms = [rnem_loss(s.mu, s.gamma, clip[:, t_out], m.sigma, s.prior)
              for s, (_, t_out) in zip(states, steps)]
     n = len(terms)
     return (sum(t.total for t in terms) / n, sum(t.intra for t in terms) / n,
