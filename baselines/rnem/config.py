@@ -16,6 +16,8 @@ from baselines.rnem.errors import RnemError
 
 DEVICES = ("cpu", "cuda", "auto")
 PRIORS = ("fixed", "median")
+# Configs written before these fields: no warm-up, the fixed prior, no E-step epsilon.
+_BEFORE_FIELDS = {"warmup": 0, "prior": "fixed", "e_epsilon": 0.0}
 
 
 @dataclass(frozen=True)
@@ -138,12 +140,8 @@ class TrainConfig:
     def from_json(cls, text: str) -> "TrainConfig":
         raw = json_object(text, RnemError)
         model = raw.pop("model", {})
-        if isinstance(model, dict) and "warmup" not in model:
-            model = {**model, "warmup": 0}  # configs written before the warm-up had none
-        if isinstance(model, dict) and "prior" not in model:
-            model = {**model, "prior": "fixed"}  # configs written before `prior` had its mean
-        if isinstance(model, dict) and "e_epsilon" not in model:
-            model = {**model, "e_epsilon": 0.0}  # and no epsilon in the E-step
+        if isinstance(model, dict):  # what a field missing from an older config meant then
+            model = {**_BEFORE_FIELDS, **model}
         model = build(ModelConfig, model, RnemError)
         return build(cls, {**raw, "model": model}, RnemError)
 
