@@ -259,6 +259,7 @@ def _bytes_under(path: Path) -> int:
 
 HELD = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.2  # how often the parent, waiting for a unit, looks at `stop`
+END_WAIT_S = 10.0  # how long ending the pool may take before its workers are killed
 
 
 def _worker_signals() -> None:
@@ -286,6 +287,23 @@ def _start_pool(workers: int):
         return ctx.Pool(workers, initializer=_worker_signals)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _end_pool(pool, wait_s: float = END_WAIT_S) -> None:
+    """Terminate `pool` and wait for it; if that has not returned within `wait_s`, kill its
+    workers, and after another `wait_s` stop waiting (the run is ending either way).
+    Pool.terminate can wait forever: on a worker forked with the signals held that never
+    reached `_worker_signals`, or on a result cut mid-message by the SIGTERM it sends."""
+    ender = threading.Thread(target=pool.terminate, name="geogen-end-pool", daemon=True)
+    ender.start()
+    ender.join(wait_s)
+    if ender.is_alive():
+        for proc in getattr(pool, "_pool", ()):  # the pool's worker processes
+            if proc.exitcode is None:
+                proc.kill()
+        ender.join(wait_s)
+    if not ender.is_alive():
+        pool.join()
 
 
 def _stopping(stop: threading.Event | None) -> None:
@@ -387,8 +405,7 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
     finally:
         bar.close()
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            _end_pool(pool)
 
     sha = {(split, k): shards.file_sha256(_shard_file(root, split, k)) for split, k, _, _ in mine}
     if part is not None:

@@ -3,6 +3,8 @@ choices and worker counts. Each answer is one line; nothing half-written looks w
 import errno
 import os
 import signal
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -356,3 +358,54 @@ def test_the_sheet_titles_its_columns(small, tmp_path):
     for x in lefts:  # black text above every column, the flow key's too
         assert (band[:, x:x + tile] < 80).sum() > 20, x
     assert (band[:, lefts[-2] + tile + gap:lefts[-1] - gap] > 200).all(), "no text between"
+
+
+class _StuckPool:
+    """A pool whose terminate waits until its workers are killed, or forever."""
+
+    class _Worker:
+        def __init__(self, pool):
+            self.exitcode, self.pool = None, pool
+
+        def kill(self):
+            self.exitcode = -9
+            self.pool.killed += 1
+            if self.pool.unstick_on_kill:
+                self.pool.unstuck.set()
+
+    def __init__(self, unstick_on_kill):
+        self.unstick_on_kill, self.killed, self.joined = unstick_on_kill, 0, False
+        self.unstuck = threading.Event()
+        self._pool = [self._Worker(self), self._Worker(self)]
+
+    def terminate(self):
+        self.unstuck.wait()
+
+    def join(self):
+        self.joined = True
+
+
+@pytest.mark.parametrize("unstick_on_kill", [True, False])
+def test_a_pool_that_will_not_end_has_its_workers_killed(unstick_on_kill):
+    pool = _StuckPool(unstick_on_kill)
+    started = time.monotonic()
+    make._end_pool(pool, wait_s=0.1)
+    assert pool.killed == 2
+    assert pool.joined == unstick_on_kill  # joined only once terminate has returned
+    assert time.monotonic() - started < 5
+    pool.unstuck.set()
+
+
+def _stuck_with_sigterm_held():
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    time.sleep(60)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_real_workers_that_hold_sigterm_are_killed():
+    """The state the pool's SIGTERM cannot end: workers that never unblocked it."""
+    pool = make.mp.get_context("fork").Pool(2, initializer=_stuck_with_sigterm_held)
+    started = time.monotonic()
+    make._end_pool(pool, wait_s=0.5)
+    assert all(p.exitcode is not None for p in pool._pool)
+    assert time.monotonic() - started < 10
