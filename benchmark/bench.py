@@ -270,6 +270,20 @@ def _flowscae(profile: str) -> Subject:
     return Subject("flowscae", ScaeTask(cfg), (parts,), cfg.run.threads or _cores(), None)
 
 
+@subject("motiongrouping")
+def _motiongrouping(profile: str) -> Subject:
+    """Its input is the generator's flow: synthetic flows of Geo's size, in pixels."""
+    import torch
+    from baselines.motiongrouping import PROFILES
+    from baselines.motiongrouping.trainer import MotionGroupingTask
+    cfg = PROFILES[profile].replace(model={"image_size": _side(profile)})
+    side = cfg.model.image_size
+    gen = torch.Generator().manual_seed(0)
+    flow = 3 * torch.randn(cfg.batch_size, side, side, 2, generator=gen)  # (B, H, W, 2)
+    # No clip: the official has none and neither has loop_config(cfg).
+    return Subject("motiongrouping", MotionGroupingTask(cfg), (flow,), cfg.threads or _cores(), None)
+
+
 def _side(profile: str) -> int:
     """The image side of the benchmark profile's data, which flowbench trains each method at."""
     from benchmark.profiles import get_profile

@@ -83,3 +83,11 @@ def test_every_method_has_a_smoke_bench(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [r["method"] for r in rows] == list(bench.SUBJECTS)
     assert all(r["mflop_per_row"] > 0 for r in rows)
+
+
+def test_every_trained_method_has_a_bench_subject():
+    """The bench covers every method the registry trains; flowcaps-refine trains nothing of its
+    own (it refines a trained FlowCapsules model's poses at test time)."""
+    from benchmark import bench
+    from benchmark.registry import load_methods
+    assert set(load_methods()) - {"flowcaps-refine"} <= set(bench.SUBJECTS)
