@@ -5,10 +5,12 @@ torch.compile builds C++ kernels into a shared cache (TORCHINDUCTOR_CACHE_DIR, b
 while the compiler was writing one (Ctrl-C in the first minute) leaves a short file, and every
 later run fails to load it ("file too short"). `compiled` drops such files before it
 compiles; inductor holds a lock per kernel while it builds, so a file whose lock is free and
-whose ELF headers reach past its end is debris, never work in progress.
+whose ELF headers reach past its end is debris, never work in progress. Kernels built under
+one ATEN_CPU_CAPABILITY crash under another, so a set capability gets a folder of its own.
 """
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -66,7 +68,29 @@ def drop_truncated(cache: Path | None = None) -> list[Path]:
     return dropped
 
 
+def split_by_capability() -> Path | None:
+    """With ATEN_CPU_CAPABILITY set (torch held to, say, its AVX2 kernels on a CPU with
+    AVX-512), point the cache at a folder of that capability's own, inside torch's default one,
+    and return it; None where it is not set or the cache folder is the user's choice.
+
+    Inductor's cache keys leave the capability out: a kernel built under one and loaded under
+    the other gave negative sampling weights and a segfault in the backward on the Intel Xeon."""
+    capability = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    if not capability:
+        return None
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    base = Path(default_cache_dir()).absolute()
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is not None and Path(current).absolute() != base:
+        return None  # the user's folder, or this capability's already
+    folder = base / f"aten-{capability}"
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    return folder
+
+
 def compiled(fn):
-    """torch.compile(fn), after dropping what an interrupted earlier compile left in the cache."""
+    """torch.compile(fn), with the cache of this process's kernel capability, after dropping
+    what an interrupted earlier compile left in it."""
+    split_by_capability()
     drop_truncated()
     return torch.compile(fn)

@@ -81,3 +81,23 @@ def test_a_compile_after_an_interrupted_one_works_once_mended(tmp_path):
     assert mended.returncode == 0, mended.stderr[-2000:]
     assert abs(float(mended.stdout) - 8 * (2 * math.sin(1) + 1)) < 1e-5  # vector sin: ulps
     assert not any(kernel_cache.is_truncated(p) for p in (tmp_path / "inductor").glob("*/*.so"))
+
+
+def test_a_set_kernel_capability_gets_a_cache_folder_of_its_own(tmp_path, monkeypatch):
+    """Kernels built under one ATEN_CPU_CAPABILITY crash under another (inductor's cache keys
+    leave it out), so a run that sets it compiles into a folder of its own."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    base = Path(default_cache_dir()).absolute()
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    assert kernel_cache.split_by_capability() is None
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "AVX2")
+    assert kernel_cache.split_by_capability() == base / "aten-avx2"
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(base / "aten-avx2")
+    assert kernel_cache.split_by_capability() is None  # already there: unchanged
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(base))  # what torch writes when unset
+    assert kernel_cache.split_by_capability() == base / "aten-avx2"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # the user's own: kept
+    assert kernel_cache.split_by_capability() is None
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
