@@ -63,7 +63,8 @@ class RnemMethod:
             base = profile(spec.profile, str(spec.run_dir))
             work = min(base.model.work_size, spec.image_size)
             # K from the data's parts (its manifest's slots) unless the ablation sets it.
-            k = groups_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
+            k = (groups_for(len(spec.slots), base.model.background_group)
+                 if v.num_capsules is None else v.num_capsules)
             model: dict[str, Any] = {"image_size": spec.image_size, "work_size": work,
                                      "num_groups": k}
             cfg = base.replace(seed=spec.seed, device=spec.device, model=model)
