@@ -36,8 +36,8 @@ class ModelConfig:
 
     image_size: int = 64  # side of the data's images
     work_size: int = 64  # side the model sees: images are area-downsampled to it
-    # K: R-NEM's objects plus one spare (5 for its 4 balls); Geo's objects are three shapes and
-    # a background that is not the prior's colour (`groups_for`).
+    # K: R-NEM's objects plus one spare (5 for its 4 balls); with the white prior Geo's objects
+    # are three shapes and a background that is not the prior's colour (`groups_for`).
     num_groups: int = 5
     enc_channels: tuple[int, ...] = (16, 32, 64)  # 4x4 convs, stride 2, layer norm, ELU
     enc_hidden: int = 512  # the encoder's fully connected layer
@@ -189,15 +189,21 @@ class TrainConfig:
         return replaced(self, changes, RnemError)
 
 
-
-
+def groups_for(parts: int, background_group: bool = False) -> int:
+    """K for data of `parts` moving parts: a group each and R-NEM's one spare, and one for the
+    background (not the prior's colour) unless the prior is a fixed background group; Geo's
+    three shapes give 4 learned groups beside the background group (5 without it)."""
+    return parts + (1 if background_group else 2)
 
 
 # The official training at the official side, batch, K and schedule (one EM step per frame
 # after a 2-step warm-up, 10-frame clips, early stopping after 10 epochs without a better
-# validation loss), with the changes that the R-NEM docs give for colour (white prior, one
-# colour and a mask per group, smooth random start).
-BASE = TrainConfig()
+# validation loss), with the changes that the R-NEM docs give for colour: the prior at each
+# clip's background colour and held by a fixed background group, so that the K learned groups
+# are R-NEM's objects plus one spare; a colour per pixel drawn through a mask over the prior;
+# a smooth random start.
+BASE = TrainConfig(model=ModelConfig(prior="median", background_group=True, colour="pixel",
+                                     num_groups=groups_for(3, background_group=True)))
 
 # Long, at most 3 hours on one CPU core: BASE with a time budget. An epoch of 30k clips is more
 # than the budget, so the validation loss is taken every 150 steps on 256 clips; 30k clips at
@@ -221,13 +227,6 @@ PROFILES: dict[str, TrainConfig] = {
     # One GPU: BASE, early stopping once an epoch; an hour at most (untested: no GPU here).
     "gpu": BASE.replace(max_minutes=60.0),
 }
-
-
-def groups_for(parts: int, background_group: bool = False) -> int:
-    """K for data of `parts` moving parts: a group each, one for the background (not the
-    prior's colour) unless the prior is a fixed background group, and R-NEM's one spare;
-    Geo's three shapes give the default 5."""
-    return parts + (1 if background_group else 2)
 
 
 def profile(name: str, out: str) -> TrainConfig:
