@@ -210,3 +210,66 @@ def test_a_white_prior_hands_every_shape_to_the_background_group():
     mu[0, 1, :, 4:13, 4:13] = torch.tensor([0.85, 0.2, 0.2])[:, None, None]  # near square 0
     gamma = e_step(mu, x, sigma, 1e-6)[:, :, 0]
     assert gamma[:, 1][shape[1:]].min().item() > 0.99
+
+
+def test_a_per_pixel_colour_draws_a_free_image_that_starts_near_the_prior():
+    # colour "group": every pixel of a group's mask carries the group's one colour, so the
+    # colour recovered from mu = m c + (1 - m) prior is the same everywhere; "pixel" lets it
+    # vary over the image (the official's free image), and only the mask's bias is set.
+    torch.manual_seed(0)
+    theta = torch.rand(3, TINY.state_size)  # (N, D)
+    prior = torch.full((3, 3, 1, 1), 0.8)  # (N, C, 1, 1)
+    spread = {}
+    for colour in ("group", "pixel"):
+        model = RNEM(ModelConfig(**{**TINY.__dict__, "colour": colour}))
+        with torch.no_grad():
+            mu, mask = model.decoder(theta, prior)  # (N, C, H, W), (N, 1, H, W)
+        c = (mu - (1 - mask) * prior) / mask  # (N, C, H, W)
+        spread[colour] = c.flatten(2).std(-1).max().item()
+        assert abs(mask.mean().item() - TINY.mask_init) < 0.05
+        assert (mu - prior).abs().max().item() < 0.3  # near the prior: the mask is small
+    assert spread["group"] < 1e-5 < 1e-2 < spread["pixel"]
+    bias = RNEM(ModelConfig(**{**TINY.__dict__, "colour": "pixel"})).decoder.conv[-1].bias
+    m = TINY.mask_init
+    assert bias.shape == (4,) and abs(bias[0].item() - np.log(m / (1 - m))) < 1e-6
+    assert torch.count_nonzero(bias[1:]) == 0
+    # "image": the official output, sigmoid per pixel and channel with zero biases, no mask
+    official = RNEM(ModelConfig(**{**TINY.__dict__, "colour": "image"}))
+    assert torch.count_nonzero(official.decoder.conv[-1].bias) == 0
+    with torch.no_grad():
+        mu, mask = official.decoder(theta, prior)  # (N, C, H, W), (N, 1, H, W)
+    assert abs(mu.mean().item() - 0.5) < 0.1 and mu.flatten(2).std(-1).min().item() > 1e-3
+    assert torch.allclose(mask, (mu - prior).abs().amax(1, keepdim=True))
+    with pytest.raises(RnemError, match="colour"):
+        ModelConfig(colour="free").validate()
+
+
+def test_the_background_group_is_the_prior_beside_the_learned_groups():
+    # With `background_group` the E-step has a fixed (K+1)-th component at the prior: it owns
+    # the background when the prior is the clip's background (the learned groups' first
+    # predictions lie a little off it) and the learned groups' gamma sums to 1 minus its
+    # share, so no learned group needs to model the background.
+    cfg = ModelConfig(**{**TINY.__dict__, "image_size": 32, "work_size": 32, "prior": "median",
+                         "background_group": True})
+    torch.manual_seed(0)
+    model = RNEM(cfg)
+    x = _three_squares()  # (B, C, H, W): background 0.85
+    clip = torch.stack([x, x], 1)  # (B, T, C, H, W)
+    with torch.no_grad():
+        states = model.run(clip, torch.Generator().manual_seed(0))
+        start = model.init_state(states[0].prior, torch.Generator().manual_seed(0))
+    for s in [start, *states]:
+        assert s.gamma.shape == (2, 4, 1, 32, 32)
+        total = s.gamma.sum(1)  # (B, 1, H, W)
+        assert total.max().item() < 1 + 1e-6 and total.min().item() < 0.99
+    bg = 1 - states[-1].gamma.sum(1)[:, 0]  # (B, H, W) the background group's share
+    assert bg[:, 0, 0].min().item() > states[-1].gamma[:, :, 0, 0, 0].max().item()
+    no_bg = RNEM(ModelConfig(**{**cfg.__dict__, "background_group": False}))
+    with torch.no_grad():
+        assert torch.allclose(no_bg.run(clip, torch.Generator().manual_seed(0))[-1].gamma.sum(1),
+                              torch.ones(2, 1, 32, 32))
+
+
+def test_k_counts_the_background_group_once():
+    from baselines.rnem.config import groups_for
+    assert groups_for(3) == 5 and groups_for(3, background_group=True) == 4

@@ -61,9 +61,14 @@ def test_every_profile_trains_on_the_adapters_clip_length_with_the_official_sche
         # the smoke profile is the quick one scaled down: same schedule, noise, prior and start
         assert (cfg.noise_prob, cfg.lr, cfg.patience) == (0.2, 1e-3, 10), name
         for field in ("em_steps", "warmup", "sigma", "prior", "prior_mean", "e_epsilon",
-                      "init_grid", "num_groups", "mask_init"):
+                      "init_grid", "num_groups", "mask_init", "colour", "background_group"):
             assert getattr(cfg.model, field) == getattr(BASE.model, field), (name, field)
-    assert (BASE.model.em_steps, BASE.model.num_groups, BASE.model.work_size) == (1, 5, 64)
+    assert (BASE.model.em_steps, BASE.model.num_groups, BASE.model.work_size) == (1, 4, 64)
+    # the background is the clip's and a fixed group's, so K is the three shapes and a spare
+    for name, cfg in PROFILES.items():
+        m = cfg.model
+        assert (m.prior, m.background_group, m.colour, m.e_epsilon) == ("median", True, "pixel",
+                                                                        0.0), name
     assert (PROFILES["long"].model.work_size, PROFILES["long"].batch_size) == (64, 64)
     assert PROFILES["gpu"].eval_every is None  # once an epoch, as the official code
 
@@ -75,10 +80,10 @@ def test_the_adapter_takes_k_from_the_datas_parts(tmp_path):
     method = get_method("rnem")
     spec = TrainSpec(dataset="geo", profile="quick", seed=0, data_root=tmp_path,
                      run_dir=tmp_path / "run", image_size=64)
-    assert method.config(spec)["model"]["num_groups"] == BASE.model.num_groups == 5
-    assert groups_for(len(schema.SLOTS)) == 5
+    assert method.config(spec)["model"]["num_groups"] == BASE.model.num_groups == 4
+    assert groups_for(len(schema.SLOTS)) == 5  # with a learned group for the background
     artic = TrainSpec(**{**spec.__dict__, "dataset": "articulated", "slots": figure.PARTS})
-    assert method.config(artic)["model"]["num_groups"] == 12  # ten parts, background, spare
+    assert method.config(artic)["model"]["num_groups"] == 11  # ten parts and a spare
     ablated = TrainSpec(**{**artic.__dict__, "variant": Axes(num_capsules=4)})
     assert method.config(ablated)["model"]["num_groups"] == 4
 
@@ -88,6 +93,35 @@ def test_configs_written_before_the_warm_up_read_as_none():
     raw = old.to_json().replace('"warmup": 2, ', "")
     assert '"warmup"' not in raw
     assert TrainConfig.from_json(raw).model.warmup == 0
+    older = old.replace(model={"colour": "group", "background_group": False})
+    raw = older.to_json().replace('"colour": "group", ', "").replace(
+        '"background_group": false, ', "")
+    assert '"colour"' not in raw and '"background_group"' not in raw
+    model = TrainConfig.from_json(raw).model
+    assert (model.colour, model.background_group) == ("group", False)
+
+
+def test_the_early_e_step_runs_for_early_updates_then_the_models_own():
+    cfg = TINY.replace(model={"sigma": 0.25}, early_updates=3, early_sigma=0.07)
+    torch.manual_seed(0)
+    model = trainer.RnemTask(cfg).build(torch.device("cpu"))
+    clip = torch.from_numpy(_clips(4)).float() / 255  # (B, T, C, H, W)
+
+    def gamma(c, update, net=model):
+        with torch.no_grad():
+            return trainer.clip_loss(net, clip, c, torch.Generator().manual_seed(1), update)[3]
+
+    assert cfg.estep_at(2) == (0.07, 0.0) and cfg.estep_at(3) is None
+    late, none = gamma(cfg, 3), gamma(cfg, None)
+    assert torch.equal(late, none)  # from update 3 on, and at inference: the model's sigma
+    early = gamma(cfg, 0)
+    sharp = cfg.replace(model={"sigma": 0.07}, early_updates=0)
+    net = trainer.RnemTask(sharp).build(torch.device("cpu"))
+    net.load_state_dict(model.state_dict())
+    assert torch.allclose(early, gamma(sharp, 0, net))  # the early E-step is the 0.07 one
+    assert (early - late).abs().max().item() > 0.05
+    with pytest.raises(RnemError, match="early_updates"):
+        TINY.replace(early_updates=-1).validate()
 
 
 def test_clips_are_cut_to_the_clip_length(tmp_path):

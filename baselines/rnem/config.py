@@ -9,15 +9,25 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from baselines.configs import build, json_object, replaced
 from baselines.rnem.errors import RnemError
 
 DEVICES = ("cpu", "cuda", "auto")
 PRIORS = ("fixed", "median")
-# Configs written before these fields: no warm-up, the fixed prior, no E-step epsilon.
-_BEFORE_FIELDS = {"warmup": 0, "prior": "fixed", "e_epsilon": 0.0}
+COLOURS = ("group", "pixel", "image")
+# Configs written before these fields: no warm-up, the fixed prior, no E-step epsilon, one
+# colour per group, no background group.
+_BEFORE_FIELDS = {"warmup": 0, "prior": "fixed", "e_epsilon": 0.0, "colour": "group",
+                  "background_group": False}
+
+
+class EStep(NamedTuple):
+    """The E-step's sigma and epsilon, when a training phase overrides the model's own."""
+
+    sigma: float
+    epsilon: float
 
 
 @dataclass(frozen=True)
@@ -26,8 +36,8 @@ class ModelConfig:
 
     image_size: int = 64  # side of the data's images
     work_size: int = 64  # side the model sees: images are area-downsampled to it
-    # K: R-NEM's objects plus one spare (5 for its 4 balls); Geo's objects are three shapes and
-    # a background that is not the prior's colour (`groups_for`).
+    # K: R-NEM's objects plus one spare (5 for its 4 balls); with the white prior Geo's objects
+    # are three shapes and a background that is not the prior's colour (`groups_for`).
     num_groups: int = 5
     enc_channels: tuple[int, ...] = (16, 32, 64)  # 4x4 convs, stride 2, layer norm, ELU
     enc_hidden: int = 512  # the encoder's fully connected layer
@@ -54,6 +64,18 @@ class ModelConfig:
     # untrained loop loses them (docs/baselines/rnem.md). 0: the plain softmax, the default.
     e_epsilon: float = 0.0
     prior_mean: float = 1.0
+    # The decoder's colour: "group" draws one colour c_k per group through its mask; "pixel"
+    # a colour at every pixel (three more output channels of the mask's last layer), a free
+    # image per group as the official decoder's, still drawn through the mask over the prior
+    # so that the first predictions sit near it; "image" the official's own output, a sigmoid
+    # per pixel and channel and no mask (the first predictions are grey, sigmoid(0)).
+    colour: str = "group"
+    # The prior as a fixed extra component of the E-step, beside the K learned groups (the
+    # official's "a group at the prior explains the background", made explicit): with the
+    # median prior it holds the background, so no learned group can take it and paint its
+    # colour over the shapes. gamma then keeps the K learned groups' responsibilities, which
+    # sum to 1 minus the background's.
+    background_group: bool = False
     em_steps: int = 1  # E: EM iterations per frame (each frame is shown E times): R-NEM's 1
     # W: extra EM steps on the first frame, against itself, before the clip runs; a test pair
     # reads frame 0 after them (with E = 1 the clip's first step already predicts frame 1).
@@ -77,6 +99,8 @@ class ModelConfig:
         if self.image_size % self.work_size:
             raise RnemError(f"image_size {self.image_size} must be a multiple of work_size "
                             f"{self.work_size}")
+        if self.colour not in COLOURS:
+            raise RnemError(f"colour must be one of {COLOURS}, got {self.colour!r}")
         if self.prior not in PRIORS:
             raise RnemError(f"prior must be one of {PRIORS}, got {self.prior!r}")
         if not 0 <= self.e_epsilon < 1:
@@ -105,6 +129,14 @@ class TrainConfig:
     batch_size: int = 64
     lr: float = 1e-3  # Adam, fixed
     noise_prob: float = 0.2  # masked-uniform corruption of the input frames
+    # The first `early_updates` updates run the E-step at `early_sigma` without the epsilon;
+    # then the model's own sigma and e_epsilon, which inference uses. The sharp early E-step
+    # breaks the groups' symmetry (docs/baselines/rnem.md); a softer one afterwards leaves the
+    # groups that have not claimed a shape enough of its pixels to learn from. The loss keeps
+    # the model's sigma throughout (it only scales the loss, and Adam would take a change of
+    # scale as a change of step size). 0: the model's settings from the start.
+    early_updates: int = 0
+    early_sigma: float = 0.07
     grad_clip: float | None = None
     max_steps: int = 10_000_000  # R-NEM's 500 epochs are never reached: early stopping ends it
     max_minutes: float | None = None  # training time budget; None = max_steps only
@@ -125,6 +157,9 @@ class TrainConfig:
             raise RnemError(f"clip_frames must be >= 2, got {self.clip_frames}")
         if self.batch_size < 1 or self.lr <= 0 or self.max_steps < 1:
             raise RnemError("batch_size and max_steps must be >= 1 and lr > 0")
+        if self.early_updates < 0 or self.early_sigma <= 0:
+            raise RnemError(f"early_updates must be >= 0 and early_sigma > 0, got "
+                            f"{self.early_updates} and {self.early_sigma}")
         if not 0 <= self.noise_prob < 1:
             raise RnemError(f"noise_prob must be in [0, 1), got {self.noise_prob}")
         if self.max_minutes is not None and self.max_minutes <= 0:
@@ -132,6 +167,10 @@ class TrainConfig:
         if self.val_clips < 0 or (self.eval_every is not None and self.eval_every < 1) or (
                 self.patience is not None and self.patience < 1):
             raise RnemError("val_clips must be >= 0, eval_every and patience >= 1 (or None)")
+
+    def estep_at(self, update: int) -> EStep | None:
+        """The E-step's settings at a training update: the early ones, or None (the model's)."""
+        return EStep(self.early_sigma, 0.0) if update < self.early_updates else None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -150,15 +189,21 @@ class TrainConfig:
         return replaced(self, changes, RnemError)
 
 
-
-
+def groups_for(parts: int, background_group: bool = False) -> int:
+    """K for data of `parts` moving parts: a group each and R-NEM's one spare, and one for the
+    background (not the prior's colour) unless the prior is a fixed background group; Geo's
+    three shapes give 4 learned groups beside the background group (5 without it)."""
+    return parts + (1 if background_group else 2)
 
 
 # The official training at the official side, batch, K and schedule (one EM step per frame
 # after a 2-step warm-up, 10-frame clips, early stopping after 10 epochs without a better
-# validation loss), with the changes that the R-NEM docs give for colour (white prior, one
-# colour and a mask per group, smooth random start).
-BASE = TrainConfig()
+# validation loss), with the changes that the R-NEM docs give for colour: the prior at each
+# clip's background colour and held by a fixed background group, so that the K learned groups
+# are R-NEM's objects plus one spare; a colour per pixel drawn through a mask over the prior;
+# a smooth random start.
+BASE = TrainConfig(model=ModelConfig(prior="median", background_group=True, colour="pixel",
+                                     num_groups=groups_for(3, background_group=True)))
 
 # Long, at most 3 hours on one CPU core: BASE with a time budget. An epoch of 30k clips is more
 # than the budget, so the validation loss is taken every 150 steps on 256 clips; 30k clips at
@@ -182,12 +227,6 @@ PROFILES: dict[str, TrainConfig] = {
     # One GPU: BASE, early stopping once an epoch; an hour at most (untested: no GPU here).
     "gpu": BASE.replace(max_minutes=60.0),
 }
-
-
-def groups_for(parts: int) -> int:
-    """K for data of `parts` moving parts: a group each, one for the background (not the
-    prior's colour) and R-NEM's one spare; Geo's three shapes give the default 5."""
-    return parts + 2
 
 
 def profile(name: str, out: str) -> TrainConfig:

@@ -14,9 +14,10 @@ One EM step (paper, Sec. 2; official code's NEMCell):
 Over a clip the target of a step is the next step's input (R-NEM predicts the next frame);
 `schedule` shows frame 0 `warmup` extra times against itself, then each frame `em_steps` times
 (R-NEM: once), so a frame gets E - 1 iterations against itself before the step that predicts
-the next frame. The decoder draws each group as one colour c_k
-through a mask m_k over the prior: mu_k = m_k c_k + (1 - m_k) prior (docs/baselines/rnem.md says
-why; the official decoder draws a free image).
+the next frame. The decoder draws each group through a mask m_k over the prior,
+mu_k = m_k c_k + (1 - m_k) prior, with one colour c_k per group or a colour at every pixel
+(`colour`; docs/baselines/rnem.md says why; the official decoder draws a free image). With
+`background_group` the prior is also a fixed (K+1)-th component of the E-step.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from baselines.rnem.config import ModelConfig
+from baselines.rnem.config import EStep, ModelConfig
 
 
 class State(NamedTuple):
@@ -36,7 +37,9 @@ class State(NamedTuple):
     theta: torch.Tensor  # (B, K, D) recurrent states
     mu: torch.Tensor  # (B, K, C, H, W) predicted means in [0, 1]
     mask: torch.Tensor  # (B, K, 1, H, W) the decoder's mask m_k: where group k draws its colour
-    gamma: torch.Tensor  # (B, K, 1, H, W) responsibilities, summing to 1 over K
+    # (B, K, 1, H, W) responsibilities, summing to 1 over K (to 1 minus the background
+    # group's with `background_group`)
+    gamma: torch.Tensor
     prior: torch.Tensor  # (B, 1, C, 1, 1) the pixel prior's mean, fixed over the clip
 
 
@@ -115,7 +118,9 @@ class Decoder(nn.Module):
     The mask: two FC layers, then one 4x4 transposed conv of stride 2 per encoder layer, layer
     norm and ReLU between them, a sigmoid at the end (the official code upsamples by nearest
     neighbour and then convolves; a transposed conv of the same kernel doubles the side at a
-    quarter of the cost). The colour: a linear map of theta and a sigmoid.
+    quarter of the cost). The colour: a linear map of theta and a sigmoid (`colour` "group"),
+    or three more channels of the last layer and a sigmoid ("pixel"); "image" is the
+    official's output, the last layer's three channels through a sigmoid, with no mask.
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -126,7 +131,9 @@ class Decoder(nn.Module):
                                 *_ln_act(cfg.dec_hidden, nn.ReLU()),
                                 nn.Linear(cfg.dec_hidden, c * self.side ** 2),
                                 *_ln_act(c * self.side ** 2, nn.ReLU()))
-        outs = list(reversed(cfg.enc_channels[:-1])) + [1]
+        self.kind = cfg.colour
+        last = {"group": 1, "pixel": 4, "image": 3}[cfg.colour]  # mask, mask and RGB, RGB
+        outs = list(reversed(cfg.enc_channels[:-1])) + [last]
         layers: list[nn.Module] = []
         for i, out in enumerate(outs):
             layers.append(nn.ConvTranspose2d(c, out, 4, stride=2, padding=1))
@@ -134,20 +141,28 @@ class Decoder(nn.Module):
                 layers += [nn.GroupNorm(1, out), nn.ReLU()]
             c = out
         self.conv = nn.Sequential(*layers)
-        self.colour = nn.Linear(cfg.state_size, 3)
+        self.colour = nn.Linear(cfg.state_size, 3) if cfg.colour == "group" else None
         self.mask_init = cfg.mask_init
 
     def reset_mask_bias(self) -> None:
         """Start every mask near `mask_init`, so the first predictions sit near the prior."""
         m = self.mask_init
-        nn.init.constant_(self.conv[-1].bias, math.log(m / (1 - m)))
+        if self.kind != "image":  # the official output keeps its zero bias
+            nn.init.constant_(self.conv[-1].bias[:1], math.log(m / (1 - m)))
 
     def forward(self, theta: torch.Tensor, prior: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """theta (N, D), prior (N, C, 1, 1) -> mu (N, C, H, W), mask (N, 1, H, W)."""
         h = self.fc(theta).view(-1, self.c, self.side, self.side)  # (N, c, h, w)
-        mask = torch.sigmoid(self.conv(h))  # (N, 1, H, W)
-        colour = torch.sigmoid(self.colour(theta))[:, :, None, None]  # (N, C, 1, 1)
+        out = self.conv(h)  # (N, 1 or 1 + C or C, H, W)
+        if self.kind == "image":  # no mask: where it departs from the prior stands in for one
+            mu = torch.sigmoid(out)  # (N, C, H, W)
+            return mu, (mu - prior).abs().amax(1, keepdim=True)
+        mask = torch.sigmoid(out[:, :1])  # (N, 1, H, W)
+        if self.colour is None:
+            colour = torch.sigmoid(out[:, 1:])  # (N, C, H, W)
+        else:
+            colour = torch.sigmoid(self.colour(theta))[:, :, None, None]  # (N, C, 1, 1)
         return mask * colour + (1 - mask) * prior, mask
 
 
@@ -227,20 +242,23 @@ class RNEM(nn.Module):
         (inference: an image's result then does not depend on its batch)."""
         cfg, dev, batch = self.config, next(self.parameters()).device, prior.shape[0]
         k, side = cfg.num_groups, cfg.work_size
+        n = k + int(cfg.background_group)  # the background group's share is drawn too
         theta = torch.zeros(batch, k, cfg.state_size, device=dev)  # (B, K, D)
         mu = prior.to(dev).expand(batch, k, 3, side, side).contiguous()  # (B, K, C, H, W)
         grid = cfg.init_grid or side
-        g = torch.randn(1 if shared else batch, k, grid, grid, generator=gen,
+        g = torch.randn(1 if shared else batch, n, grid, grid, generator=gen,
                         device=gen.device).abs().to(dev)
-        g = g / g.sum(1, keepdim=True)  # (B or 1, K, grid, grid)
+        g = (g / g.sum(1, keepdim=True))[:, n - k:]  # (B or 1, K, grid, grid)
         if grid != side:  # bilinear weights keep the sum over K at 1
             g = F.interpolate(g, size=(side, side), mode="bilinear", align_corners=False)
         g = g[:, :, None].expand(batch, -1, -1, -1, -1)  # (B, K, 1, H, W)
         return State(theta, mu, torch.zeros_like(g), g, prior.to(dev))
 
-    def step(self, state: State, x_in: torch.Tensor, target: torch.Tensor) -> State:
+    def step(self, state: State, x_in: torch.Tensor, target: torch.Tensor,
+             estep: EStep | None = None) -> State:
         """One EM iteration. x_in: (B, C, H, W) the (corrupted) input frame; target: (B, C, H, W)
-        the frame the new predictions are scored against (E-step)."""
+        the frame the new predictions are scored against (E-step); `estep` replaces the
+        model's sigma and epsilon in the E-step."""
         b, k = state.mu.shape[:2]
         # R-NEM stops the gradient through gamma: it is an E-step result, not a function to learn.
         delta = (x_in[:, None] - state.mu) * state.gamma.detach()  # (B, K, C, H, W)
@@ -249,11 +267,15 @@ class RNEM(nn.Module):
         prior = state.prior.expand(b, k, -1, -1, -1).flatten(0, 1)  # (B * K, C, 1, 1)
         mu, mask = self.decoder(theta.flatten(0, 1), prior)  # (B * K, C, H, W), (B * K, 1, H, W)
         mu, mask = mu.view(state.mu.shape), mask.view(state.gamma.shape)
-        return State(theta, mu, mask, e_step(mu, target, self.config.sigma,
-                                                   self.config.e_epsilon), state.prior)
+        comps = mu  # (B, K or K + 1, C, H, W): the E-step's components
+        if self.config.background_group:  # component 0: the prior, never learned
+            comps = torch.cat([state.prior.expand(b, 1, *mu.shape[2:]), mu], 1)
+        estep = estep or EStep(self.config.sigma, self.config.e_epsilon)
+        gamma = e_step(comps, target, estep.sigma, estep.epsilon)
+        return State(theta, mu, mask, gamma[:, comps.shape[1] - k:], state.prior)
 
     def run(self, clip: torch.Tensor, gen: torch.Generator, inputs: torch.Tensor | None = None,
-            shared_init: bool = False) -> list[State]:
+            shared_init: bool = False, estep: EStep | None = None) -> list[State]:
         """Every step's state over a clip (B, T, C, H, W) at the work side, following
         `schedule(T, em_steps)`; `inputs` (same shape) replaces the clip as the input (the
         corrupted frames in training) while the targets stay `clip`."""
@@ -261,7 +283,7 @@ class RNEM(nn.Module):
         state = self.init_state(pixel_prior(self.config, clip), gen, shared_init)
         states = []
         for t_in, t_out in schedule(clip.shape[1], self.config.em_steps, self.config.warmup):
-            state = self.step(state, inputs[:, t_in], clip[:, t_out])
+            state = self.step(state, inputs[:, t_in], clip[:, t_out], estep)
             states.append(state)
         return states
 

@@ -10,8 +10,9 @@ depend on img0 alone. R-NEM's groups are interchangeable, so every
 per-group output is put in one order first: by each group's share of frame 0 (its sum of
 gamma), largest first.
 - masks and visible: gamma_k, the E-step's responsibilities for frame 0 (visible parts, so
-  `amodal` is False). The E-step normalises them over the K groups (they sum to 1 at every
-  pixel, the background's group among them), and the metrics threshold each at 1/2 as given
+  `amodal` is False). The E-step normalises them over the K groups and, with
+  `background_group`, the fixed background group, whose share is not a part (they sum to 1
+  minus its share at every pixel), and the metrics threshold each at 1/2 as given
   (the paper's rule: normalise, then threshold at 0.5). The decoder's own masks m_k, which may also
   cover what another group hides, scored lower in every probe (docs/baselines/rnem.md); they
   are in `extras["mask"]`.
@@ -63,7 +64,8 @@ class RnemMethod:
             base = profile(spec.profile, str(spec.run_dir))
             work = min(base.model.work_size, spec.image_size)
             # K from the data's parts (its manifest's slots) unless the ablation sets it.
-            k = groups_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
+            k = (groups_for(len(spec.slots), base.model.background_group)
+                 if v.num_capsules is None else v.num_capsules)
             model: dict[str, Any] = {"image_size": spec.image_size, "work_size": work,
                                      "num_groups": k}
             cfg = base.replace(seed=spec.seed, device=spec.device, model=model)
