@@ -187,7 +187,8 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool,
     if root.exists() and not root.is_dir():
         raise GeogenError(f"{root}: exists and is not a folder")
     record = root / RUN_RECORD
-    holds_data = root.is_dir() and any(root.iterdir())
+    # A run record's temporary is geogen's own, not data: another part may be writing it now.
+    holds_data = root.is_dir() and any(not _is_record_tmp(p) for p in root.iterdir())
     ours = [root / name for name in (shards.MANIFEST, RUN_RECORD, parts.PARTS_DIR,
                                      *schema.SPLITS)]
     if holds_data and not force:
@@ -202,9 +203,12 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool,
             elif path.exists():
                 path.unlink()
     try:
-        for split in schema.SPLITS:
-            (root / split).mkdir(parents=True, exist_ok=True)
+        # The record first: a part starting beside this one then finds a run it may join, never
+        # split folders that no run recorded.
+        root.mkdir(parents=True, exist_ok=True)
         shards.write_json_atomic(record, config.content())
+        for split in schema.SPLITS:
+            (root / split).mkdir(exist_ok=True)
     except OSError as err:
         raise GeogenError(f"{root}: cannot write there ({err.strerror or err})") from None
     # Left by an interrupted run; with a part, only its own: the others' may be being written.
@@ -213,6 +217,10 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool,
         if part is None or _shard_key(stale) in own:
             stale.unlink()
     return root
+
+
+def _is_record_tmp(path: Path) -> bool:
+    return path.name.startswith(f"{RUN_RECORD}.") and path.name.endswith(shards.TMP_SUFFIX)
 
 
 def _shard_key(path: Path) -> tuple[str, int] | None:

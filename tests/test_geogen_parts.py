@@ -58,6 +58,22 @@ def test_parts_made_at_once_by_three_processes_merge_to_the_same_bytes(tmp_path)
     assert _files(split) == _files(one)
 
 
+def test_a_part_joins_a_folder_where_another_part_is_writing_its_run_record(tmp_path):
+    """What a part starting a moment after another finds: the other's run.json temporary and
+    nothing else (the record is written before any split folder), which is no foreign data."""
+    split = tmp_path / "split"
+    split.mkdir()
+    (split / "run.json.othermachine-123.tmp").write_text("{")
+    res = _geogen("make", *ARGS, "--out", split, "--part", "1/2")
+    assert res.exit_code == 0, res.output
+    (split / "stray.txt").write_text("not geogen's")  # foreign data is still refused
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "stray.txt").write_text("not geogen's")
+    res = _geogen("make", *ARGS, "--out", other, "--part", "1/2")
+    assert res.exit_code == 1 and "no geogen run recorded" in res.output
+
+
 def test_a_changed_shard_or_other_settings_are_refused_at_the_merge(tmp_path):
     out = tmp_path / "d"
     for i in (1, 2):
