@@ -84,6 +84,7 @@ def test_permuting_the_learned_initial_slots_permutes_the_alphas():
     ({"image_size": 36}, "multiple of 8"),
     ({"num_slots": 0}, "num_slots and iters"),
     ({"kernel_size": 4}, "kernel_size must be odd"),
+    ({"dec_kernel_size": 4}, "dec_kernel_size must be odd"),
     ({"enc_channels": ()}, "enc_channels"),
     ({"flow_unit": 0.0}, "flow_unit must be > 0"),
 ])
@@ -91,3 +92,56 @@ def test_bad_model_configs_are_refused_in_one_line(change, message):
     import dataclasses
     with pytest.raises(MotionGroupingError, match=message):
         dataclasses.replace(TINY, **change).validate()
+
+
+def test_the_decoder_kernel_can_differ_from_the_encoders():
+    import dataclasses
+    from torch import nn
+
+    def kernels(module):
+        return {m.kernel_size for m in module.modules() if isinstance(m, nn.Conv2d | nn.ConvTranspose2d)}
+
+    model = MotionGrouping(TINY)
+    assert kernels(model.encoder) == kernels(model.decoder) == {(3, 3)}  # None: kernel_size
+    model = MotionGrouping(dataclasses.replace(TINY, dec_kernel_size=5))
+    assert kernels(model.encoder) == {(3, 3)} and kernels(model.decoder) == {(5, 5)}
+    assert model(torch.randn(1, 2, 32, 32)).alphas.shape == (1, 3, 32, 32)
+
+
+def test_a_config_written_before_dec_kernel_size_keeps_its_3x3_decoder():
+    import json
+    from baselines.motiongrouping import TrainConfig, profile
+    raw = json.loads(profile("quick", "unused").to_json())
+    del raw["model"]["dec_kernel_size"]
+    raw["model"]["kernel_size"] = 3
+    assert TrainConfig.from_json(json.dumps(raw)).model.decoder_kernel == 3
+
+
+def _cell_periodic_share(cfg, seed=0, n=32):
+    """The share of what the slot changes in the alpha logits that repeats with each broadcast
+    cell (the mean over cells of each in-cell phase), for n random slots at initialisation."""
+    from baselines.motiongrouping.model import BroadcastDecoder
+    torch.manual_seed(seed)
+    dec = BroadcastDecoder(cfg).eval()
+    slots = torch.randn(n, cfg.slot_size, generator=torch.Generator().manual_seed(seed + 100))
+    with torch.no_grad():
+        logit = dec(slots)[:, 2]  # (n, H, W)
+    dep = logit - logit.mean(0)  # what the slot changes
+    dep = dep - dep.mean((1, 2), keepdim=True)  # less its constant over the image
+    cell = cfg.image_size // dec.side
+    h = cfg.image_size // cell
+    phase = dep.reshape(n, h, cell, h, cell).mean((1, 3))  # (n, cell, cell)
+    return (phase.pow(2).mean() / dep.pow(2).mean()).item()
+
+
+def test_the_quick_decoders_5x5_kernels_repeat_less_with_the_broadcast_cell():
+    # With 3x3 kernels most of a slot's effect on its alpha repeats in every 8 px cell of a
+    # 64 px image, and trained alphas tile the image instead of following the motion
+    # (docs/baselines/motiongrouping.md, 64 px). The quick profile keeps the official 5x5.
+    import dataclasses
+    from baselines.motiongrouping import profile
+    quick = dataclasses.replace(profile("quick", "unused").model, image_size=64)
+    assert quick.decoder_kernel == 5 and quick.kernel_size == 3
+    five = _cell_periodic_share(quick)
+    three = _cell_periodic_share(dataclasses.replace(quick, dec_kernel_size=3))
+    assert three > 0.55 and five < three - 0.1

@@ -119,7 +119,7 @@ class BroadcastDecoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        c, k, d = cfg.dec_channels, cfg.kernel_size, cfg.slot_size
+        c, k, d = cfg.dec_channels, cfg.decoder_kernel, cfg.slot_size
         self.side, self.image_size = cfg.image_size // 2 ** UPSAMPLINGS, cfg.image_size
         self.pos = SoftPositionEmbed(d, self.side)
         layers: list[nn.Module] = []
