@@ -101,29 +101,6 @@ def test_configs_written_before_the_warm_up_read_as_none():
     assert (model.colour, model.background_group) == ("group", False)
 
 
-def test_the_early_e_step_runs_for_early_updates_then_the_models_own():
-    cfg = TINY.replace(model={"sigma": 0.25}, early_updates=3, early_sigma=0.07)
-    torch.manual_seed(0)
-    model = trainer.RnemTask(cfg).build(torch.device("cpu"))
-    clip = torch.from_numpy(_clips(4)).float() / 255  # (B, T, C, H, W)
-
-    def gamma(c, update, net=model):
-        with torch.no_grad():
-            return trainer.clip_loss(net, clip, c, torch.Generator().manual_seed(1), update)[3]
-
-    assert cfg.estep_at(2) == (0.07, 0.0) and cfg.estep_at(3) is None
-    late, none = gamma(cfg, 3), gamma(cfg, None)
-    assert torch.equal(late, none)  # from update 3 on, and at inference: the model's sigma
-    early = gamma(cfg, 0)
-    sharp = cfg.replace(model={"sigma": 0.07}, early_updates=0)
-    net = trainer.RnemTask(sharp).build(torch.device("cpu"))
-    net.load_state_dict(model.state_dict())
-    assert torch.allclose(early, gamma(sharp, 0, net))  # the early E-step is the 0.07 one
-    assert (early - late).abs().max().item() > 0.05
-    with pytest.raises(RnemError, match="early_updates"):
-        TINY.replace(early_updates=-1).validate()
-
-
 def test_clips_are_cut_to_the_clip_length(tmp_path):
     from geogen.make import MakeConfig, make_dataset
     root = tmp_path / "t5"

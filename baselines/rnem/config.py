@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from baselines.configs import build, json_object, replaced
 from baselines.rnem.errors import RnemError
@@ -21,13 +21,6 @@ COLOURS = ("group", "pixel", "image")
 # colour per group, no background group.
 _BEFORE_FIELDS = {"warmup": 0, "prior": "fixed", "e_epsilon": 0.0, "colour": "group",
                   "background_group": False}
-
-
-class EStep(NamedTuple):
-    """The E-step's sigma and epsilon, when a training phase overrides the model's own."""
-
-    sigma: float
-    epsilon: float
 
 
 @dataclass(frozen=True)
@@ -129,14 +122,6 @@ class TrainConfig:
     batch_size: int = 64
     lr: float = 1e-3  # Adam, fixed
     noise_prob: float = 0.2  # masked-uniform corruption of the input frames
-    # The first `early_updates` updates run the E-step at `early_sigma` without the epsilon;
-    # then the model's own sigma and e_epsilon, which inference uses. The sharp early E-step
-    # breaks the groups' symmetry (docs/baselines/rnem.md); a softer one afterwards leaves the
-    # groups that have not claimed a shape enough of its pixels to learn from. The loss keeps
-    # the model's sigma throughout (it only scales the loss, and Adam would take a change of
-    # scale as a change of step size). 0: the model's settings from the start.
-    early_updates: int = 0
-    early_sigma: float = 0.07
     grad_clip: float | None = None
     max_steps: int = 10_000_000  # R-NEM's 500 epochs are never reached: early stopping ends it
     max_minutes: float | None = None  # training time budget; None = max_steps only
@@ -157,9 +142,6 @@ class TrainConfig:
             raise RnemError(f"clip_frames must be >= 2, got {self.clip_frames}")
         if self.batch_size < 1 or self.lr <= 0 or self.max_steps < 1:
             raise RnemError("batch_size and max_steps must be >= 1 and lr > 0")
-        if self.early_updates < 0 or self.early_sigma <= 0:
-            raise RnemError(f"early_updates must be >= 0 and early_sigma > 0, got "
-                            f"{self.early_updates} and {self.early_sigma}")
         if not 0 <= self.noise_prob < 1:
             raise RnemError(f"noise_prob must be in [0, 1), got {self.noise_prob}")
         if self.max_minutes is not None and self.max_minutes <= 0:
@@ -167,10 +149,6 @@ class TrainConfig:
         if self.val_clips < 0 or (self.eval_every is not None and self.eval_every < 1) or (
                 self.patience is not None and self.patience < 1):
             raise RnemError("val_clips must be >= 0, eval_every and patience >= 1 (or None)")
-
-    def estep_at(self, update: int) -> EStep | None:
-        """The E-step's settings at a training update: the early ones, or None (the model's)."""
-        return EStep(self.early_sigma, 0.0) if update < self.early_updates else None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

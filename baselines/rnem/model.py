@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from baselines.rnem.config import EStep, ModelConfig
+from baselines.rnem.config import ModelConfig
 
 
 class State(NamedTuple):
@@ -254,11 +254,9 @@ class RNEM(nn.Module):
         g = g[:, :, None].expand(batch, -1, -1, -1, -1)  # (B, K, 1, H, W)
         return State(theta, mu, torch.zeros_like(g), g, prior.to(dev))
 
-    def step(self, state: State, x_in: torch.Tensor, target: torch.Tensor,
-             estep: EStep | None = None) -> State:
+    def step(self, state: State, x_in: torch.Tensor, target: torch.Tensor) -> State:
         """One EM iteration. x_in: (B, C, H, W) the (corrupted) input frame; target: (B, C, H, W)
-        the frame the new predictions are scored against (E-step); `estep` replaces the
-        model's sigma and epsilon in the E-step."""
+        the frame the new predictions are scored against (E-step)."""
         b, k = state.mu.shape[:2]
         # R-NEM stops the gradient through gamma: it is an E-step result, not a function to learn.
         delta = (x_in[:, None] - state.mu) * state.gamma.detach()  # (B, K, C, H, W)
@@ -270,12 +268,11 @@ class RNEM(nn.Module):
         comps = mu  # (B, K or K + 1, C, H, W): the E-step's components
         if self.config.background_group:  # component 0: the prior, never learned
             comps = torch.cat([state.prior.expand(b, 1, *mu.shape[2:]), mu], 1)
-        estep = estep or EStep(self.config.sigma, self.config.e_epsilon)
-        gamma = e_step(comps, target, estep.sigma, estep.epsilon)
+        gamma = e_step(comps, target, self.config.sigma, self.config.e_epsilon)
         return State(theta, mu, mask, gamma[:, comps.shape[1] - k:], state.prior)
 
     def run(self, clip: torch.Tensor, gen: torch.Generator, inputs: torch.Tensor | None = None,
-            shared_init: bool = False, estep: EStep | None = None) -> list[State]:
+            shared_init: bool = False) -> list[State]:
         """Every step's state over a clip (B, T, C, H, W) at the work side, following
         `schedule(T, em_steps)`; `inputs` (same shape) replaces the clip as the input (the
         corrupted frames in training) while the targets stay `clip`."""
@@ -283,7 +280,7 @@ class RNEM(nn.Module):
         state = self.init_state(pixel_prior(self.config, clip), gen, shared_init)
         states = []
         for t_in, t_out in schedule(clip.shape[1], self.config.em_steps, self.config.warmup):
-            state = self.step(state, inputs[:, t_in], clip[:, t_out], estep)
+            state = self.step(state, inputs[:, t_in], clip[:, t_out])
             states.append(state)
         return states
 

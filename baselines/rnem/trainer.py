@@ -71,16 +71,13 @@ def corrupt(x: torch.Tensor, prob: float, gen: torch.Generator) -> torch.Tensor:
     return torch.where(mask, noise, x)
 
 
-def clip_loss(model: RNEM, clip: torch.Tensor, cfg: TrainConfig, gen: torch.Generator,
-              update: int | None = None
+def clip_loss(model: RNEM, clip: torch.Tensor, cfg: TrainConfig, gen: torch.Generator
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Mean over the EM steps of R-NEM's loss on a float clip (B, T, C, H, W) in [0, 1]:
-    (total, intra, inter), and the last step's gamma (B, K, 1, H, W); `update` (the training
-    update) picks the E-step's settings (`TrainConfig.estep_at`), None the model's."""
+    (total, intra, inter), and the last step's gamma (B, K, 1, H, W)."""
     m = cfg.model
     inputs = corrupt(clip, cfg.noise_prob, gen)  # (B, T, C, H, W)
-    estep = None if update is None else cfg.estep_at(update)
-    states = model.run(clip, gen, inputs=inputs, estep=estep)
+    states = model.run(clip, gen, inputs=inputs)
     steps = schedule(clip.shape[1], m.em_steps, m.warmup)
     terms = [rnem_loss(s.mu, s.gamma, clip[:, t_out], m.sigma, s.prior)
              for s, (_, t_out) in zip(states, steps)]
@@ -107,7 +104,6 @@ class RnemTask(trainloop.Task):
         self.config = cfg
         self.val = val  # uint8 (N, T, C, H, W) validation clips, or None
         self._groups = 0.0  # groups_used at the last step, for the log
-        self._update = 0  # the last training update, whose E-step the validation loss uses
 
     def validation_loss(self, model: nn.Module, device: torch.device) -> float | None:
         """The training loss on the validation clips, noise included (as R-NEM's validation
@@ -118,7 +114,7 @@ class RnemTask(trainloop.Task):
         total, b = 0.0, self.config.batch_size
         for at in range(0, len(self.val), b):
             clip = self.val[at:at + b].to(device).float() / 255  # (B, T, C, H, W)
-            total += float(clip_loss(model, clip, self.config, gen, self._update)[0]) * len(clip)
+            total += float(clip_loss(model, clip, self.config, gen)[0]) * len(clip)
         return total / len(self.val)
 
     def build(self, device: torch.device) -> RNEM:
@@ -130,8 +126,7 @@ class RnemTask(trainloop.Task):
     def step(self, loss_fn: nn.Module, rows: tuple[torch.Tensor, ...], gen: torch.Generator,
              ctx: trainloop.StepContext) -> trainloop.loop.Losses:
         clip = rows[0].to(ctx.device).float() / 255  # (B, T, C, H, W)
-        self._update = ctx.step
-        total, intra, inter, gamma = clip_loss(loss_fn, clip, self.config, gen, ctx.step)
+        total, intra, inter, gamma = clip_loss(loss_fn, clip, self.config, gen)
         self._groups = groups_used(gamma.detach())
         return total, {"intra": intra, "inter": inter}
 
