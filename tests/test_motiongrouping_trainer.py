@@ -32,6 +32,10 @@ def test_config_json_round_trip_and_profiles():
         assert TrainConfig.from_json(cfg.to_json()) == cfg, name
     assert PROFILES["quick"].model.num_slots >= 4  # three shapes and the background
     assert PROFILES["quick"].threads == 1 and PROFILES["quick"].max_minutes <= 22
+    # The CPU budget is short of steps: small batches at half the side (the budget probes).
+    quick = PROFILES["quick"]
+    assert (quick.batch_size, quick.lr, quick.warmup_steps) == (8, 5e-4, 200)
+    assert (quick.model.work_scale, quick.model.decoder_scale) == (2, 2)
     assert PROFILES["gpu"].model == TrainConfig().model  # the official network
     with pytest.raises(MotionGroupingError, match="unknown TrainConfig fields"):
         TrainConfig.from_json('{"nope": 1}')

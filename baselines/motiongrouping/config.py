@@ -39,9 +39,13 @@ class ModelConfig:
     # kernels that pattern dominates, and at 64 px the alphas tile the image by position
     # instead of following the motion (docs/baselines/motiongrouping.md, 64 px).
     dec_kernel_size: int | None = None
-    # The decoder stops at image_size / decoder_scale and its layers and alpha logits are
+    # The decoder stops at work_size / decoder_scale and its layers and alpha logits are
     # upsampled bilinearly to the image (official: 1, full size); 2 is the CPU profile's saving.
     decoder_scale: int = 1
+    # The network works at image_size / work_scale: the flow is average-pooled to that side on
+    # the way in (its unit stays the image's) and the decoder's outputs are upsampled to the
+    # image (official: 1). At 2 a pair costs about a quarter, so a CPU budget sees more steps.
+    work_scale: int = 1
     attn_eps: float = 1e-8  # added to the attention before its weighted mean over inputs
     # The network reads and writes flow in units of flow_unit x image_size pixels, and the
     # reconstruction loss is taken in those units (official: pixels, None). In pixels the
@@ -54,6 +58,11 @@ class ModelConfig:
         return self.enc_channels[-1]
 
     @property
+    def work_size(self) -> int:
+        """The side the encoder and the decoder work at."""
+        return self.image_size // self.work_scale
+
+    @property
     def decoder_kernel(self) -> int:
         return self.kernel_size if self.dec_kernel_size is None else self.dec_kernel_size
 
@@ -63,11 +72,15 @@ class ModelConfig:
         return 1.0 if self.flow_unit is None else self.flow_unit * self.image_size
 
     def validate(self) -> None:
-        side, step = self.image_size, 2 ** UPSAMPLINGS
+        if self.work_scale not in (1, 2, 4) or self.image_size % self.work_scale:
+            raise MotionGroupingError(f"work_scale must be 1, 2 or 4 and divide image_size "
+                                      f"{self.image_size}, got {self.work_scale}")
+        side, step = self.work_size, 2 ** UPSAMPLINGS
         pooled = 2 ** (len(self.enc_channels) - 1)
         if side < 2 * step or side % step or side % pooled:
-            raise MotionGroupingError(f"image_size must be a multiple of {step} and of "
-                                      f"{pooled} (the encoder's pooling), >= {2 * step}; got {side}")
+            raise MotionGroupingError(f"image_size / work_scale must be a multiple of {step} and "
+                                      f"of {pooled} (the encoder's pooling), >= {2 * step}; got "
+                                      f"{side}")
         if self.num_slots < 1 or self.iters < 1:
             raise MotionGroupingError(f"num_slots and iters must be >= 1, got {self.num_slots}, "
                                       f"{self.iters}")
@@ -152,10 +165,12 @@ class TrainConfig:
 # (so two runs share the machine). The official widths cost about a second a pair here; the
 # narrower network and the encoder's 3x3 kernels are what fit (docs/baselines/motiongrouping.md,
 # speed). The decoder keeps the official 5x5 kernels: with 3x3 the alphas tile the image by
-# position at 64 px, and 5x5 costs about a tenth more a step.
-QUICK = TrainConfig(out="runs/motiongrouping-quick", threads=1, max_minutes=21.0,
+# position at 64 px, and 5x5 costs about a tenth more a step. The budget is short of steps:
+# batch 8 and the network at half the side (work_scale 2) give about eleven times the steps
+# of batch 32 at the full side (docs/baselines/motiongrouping.md, the budget).
+QUICK = TrainConfig(out="runs/motiongrouping-quick", threads=1, max_minutes=21.0, batch_size=8,
                     model=ModelConfig(enc_channels=(32, 64, 64), dec_channels=32, kernel_size=3,
-                                      dec_kernel_size=5, decoder_scale=2))
+                                      dec_kernel_size=5, decoder_scale=2, work_scale=2))
 
 PROFILES: dict[str, TrainConfig] = {
     "quick": QUICK,

@@ -3,7 +3,8 @@ Attention, and a spatial broadcast decoder that gives each slot a flow layer and
 (the official `SlotAttentionAutoEncoder`, written here from its description).
 
 Letters: B batch, K slots, D slot size (the encoder's last width), N = h w encoder positions,
-H = W image side, h = w = H / 4 encoder side, g = H / 8 the broadcast grid's side, 2 flow
+H = W image side, H' = H / work_scale the side the network works at, h = w = H' / 4 encoder
+side, g = H' / 8 the broadcast grid's side, 2 flow
 components (dx, dy) in pixels outside the network, in units of `ModelConfig.unit_pixels`
 inside it.
 """
@@ -63,7 +64,7 @@ class Encoder(nn.Module):
             cin = width
         self.cnn = nn.Sequential(*layers)
         d = cfg.slot_size
-        side = cfg.image_size // 2 ** (len(cfg.enc_channels) - 1)
+        side = cfg.work_size // 2 ** (len(cfg.enc_channels) - 1)
         self.pos = SoftPositionEmbed(d, side)
         self.norm = nn.LayerNorm(d)
         self.mlp = nn.Sequential(nn.Linear(d, d), nn.ReLU(inplace=True), nn.Linear(d, d))
@@ -120,7 +121,7 @@ class BroadcastDecoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         c, k, d = cfg.dec_channels, cfg.decoder_kernel, cfg.slot_size
-        self.side, self.image_size = cfg.image_size // 2 ** UPSAMPLINGS, cfg.image_size
+        self.side, self.image_size = cfg.work_size // 2 ** UPSAMPLINGS, cfg.image_size
         self.pos = SoftPositionEmbed(d, self.side)
         layers: list[nn.Module] = []
         cin = d
@@ -136,7 +137,7 @@ class BroadcastDecoder(nn.Module):
         """slots (M, D) -> (M, 3, H, W): dx, dy, alpha logit."""
         grid = slots[:, None, None, :].expand(-1, self.side, self.side, -1)  # (M, g, g, D)
         x = self.pos(grid).permute(0, 3, 1, 2)  # (M, D, g, g)
-        out = self.cnn(x.contiguous())  # (M, 3, H / s, W / s)
+        out = self.cnn(x.contiguous())  # (M, 3, H' / s, W' / s)
         if out.shape[-1] != self.image_size:
             out = F.interpolate(out, size=(self.image_size,) * 2, mode="bilinear",
                                 align_corners=False)
@@ -172,7 +173,10 @@ class MotionGrouping(nn.Module):
 
     def slots(self, flow: torch.Tensor) -> torch.Tensor:
         """flow (B, 2, H, W) in pixels -> the slots (B, K, D) after the last iteration."""
-        feats = self.encoder(flow / self.config.unit_pixels)  # (B, N, D)
+        x = flow / self.config.unit_pixels  # (B, 2, H, W)
+        if self.config.work_scale > 1:
+            x = F.avg_pool2d(x, self.config.work_scale)  # (B, 2, H', W')
+        feats = self.encoder(x)  # (B, N, D)
         slots, _ = self.slot_attention(feats, self.initial_slots(flow.shape[0]))  # (B, K, D)
         return slots
 
