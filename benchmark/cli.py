@@ -318,7 +318,7 @@ def publish_cmd(record, dest, force):
 
 @main.command("bench", epilog=_example("flowbench bench --method flowcaps --steps 20"))
 @click.option("--method", "methods", multiple=True,
-              help="a method to bench (repeatable) [default: flowcaps, psd, rnem, scae, flowscae, motiongrouping]")
+              help="a method to bench (repeatable) [default: every trained method]")
 @click.option("--profile", type=click.Choice(["quick", "smoke"]), default="quick",
               show_default=True, help="each method's profile (smoke: the tests' tiny models)")
 @click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True,
