@@ -42,6 +42,23 @@ def test_flops_per_module_follow_the_encoder_stem(stem):
     assert 2 * forward < total < 3 * forward  # backward: twice the forward, less layer 0's
 
 
+@pytest.mark.parametrize("groups", [1, 8])
+def test_conv_backward_is_counted_twice_its_forward(groups):
+    """Input and weight gradients each cost the forward, grouped or not (torch's own formula
+    counts a grouped conv's weight gradient `groups` times over)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    x = torch.randn(2, 8, 12, 12, requires_grad=True)
+    w = torch.randn(8, 8 // groups, 5, 5, requires_grad=True)
+    fixed = {torch.ops.aten.convolution_backward: bench.conv_backward_flops}
+    with FlopCounterMode(display=False, custom_mapping=fixed) as fwd:
+        y = torch.nn.functional.conv2d(x, w, padding=2, groups=groups)
+    with FlopCounterMode(display=False, custom_mapping=fixed) as bwd:
+        y.sum().backward()
+    assert fwd.get_total_flops() == 2 * 25 * (8 // groups) * 8 * 144 * 2
+    assert bwd.get_total_flops() == 2 * fwd.get_total_flops()
+
+
 def test_smoke_bench_record(tmp_path):
     out = tmp_path / "bench.json"
     res = CliRunner().invoke(main, ["bench", "--profile", "smoke", "--steps", "1", "--method",
