@@ -183,16 +183,18 @@ def groups_for(parts: int, background_group: bool = False) -> int:
 BASE = TrainConfig(model=ModelConfig(prior="median", background_group=True, colour="pixel",
                                      num_groups=groups_for(3, background_group=True)))
 
-# Long, at most 3 hours on one CPU core: BASE with a time budget. An epoch of 30k clips is more
+# Long, at most 3 hours on one CPU core (one thread, so that another run can have the other):
+# BASE with a time budget. An epoch of 30k clips is more
 # than the budget, so the validation loss is taken every 150 steps on 256 clips; 30k clips at
 # 64 px are 3.7 GB in memory.
-LONG = BASE.replace(max_minutes=150.0, max_clips=30_000, val_clips=256, eval_every=150)
+LONG = BASE.replace(max_minutes=150.0, max_clips=30_000, val_clips=256, eval_every=150,
+                    threads=1)
 
 # Quick, at most 30 minutes: gives up the 64 px side and the batch of 64 (32 px and 16: four
 # times the updates per minute) and keeps everything else; 20 minutes of training leave room
 # for the clip data, loading and evaluation.
 QUICK = BASE.replace(model={"work_size": 32}, batch_size=16, max_minutes=20.0, val_clips=200,
-                     eval_every=200)
+                     eval_every=200, threads=1)
 
 PROFILES: dict[str, TrainConfig] = {
     # The contract test's: the quick model scaled down, a few steps at 32 px, one thread.
