@@ -94,8 +94,11 @@ def test_refine_in_one_pass_equals_the_two_pass_prediction(tmp_path, background,
     want = _refined_in_two_passes(method, loaded, img0, img1)
     plain = get_method("flowcaps").predict(loaded.model.net, img0, img1)
     assert not np.array_equal(got.masks, plain.masks)  # the refinement moved the masks
+    # Close, not bitwise: on some CPU kinds (the AMD EPYC with avx512_bf16) the two passes'
+    # different batch shapes take kernels that sum in another order.
     for name in ("masks", "visible", "flow", "features"):
-        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-5,
+                                   atol=1e-6, err_msg=name)
 
 
 def test_ablation_axes_map_to_model_config():
