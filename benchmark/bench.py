@@ -137,6 +137,14 @@ def conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _paddi
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
+def flop_mode(**kwargs):
+    """torch's `FlopCounterMode` with `conv_backward_flops` in place of its own formula."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    fixed = {torch.ops.aten.convolution_backward: conv_backward_flops}
+    return FlopCounterMode(display=False, custom_mapping=fixed, **kwargs)
+
+
 def count_flops(sub: Subject, depth: int = 3) -> tuple[int, dict[str, int]]:
     """FLOPs of one eager step of `sub` (forward and backward), and the forward's per module
     down to `depth` dots below the model (a module's count includes its children's). Per
@@ -144,14 +152,12 @@ def count_flops(sub: Subject, depth: int = 3) -> tuple[int, dict[str, int]]:
     ran last, not always the one whose forward made it; a conv's or a linear layer's backward
     is twice its forward (once for the first layer, which has no input gradient)."""
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
     torch.set_num_threads(1)
     step = _Step(sub)
     step()  # the optimiser's state exists from here on, as in training
-    fixed = {torch.ops.aten.convolution_backward: conv_backward_flops}
-    with FlopCounterMode(display=False, depth=depth + 1, custom_mapping=fixed) as fwd:
+    with flop_mode(depth=depth + 1) as fwd:
         total = step.forward()
-    with FlopCounterMode(display=False, custom_mapping=fixed) as bwd:
+    with flop_mode() as bwd:
         step.backward(total)
     per_module = {name: int(sum(ops.values())) for name, ops in fwd.get_flop_counts().items()
                   if name != "Global"}

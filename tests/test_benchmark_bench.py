@@ -47,13 +47,11 @@ def test_conv_backward_is_counted_twice_its_forward(groups):
     """Input and weight gradients each cost the forward, grouped or not (torch's own formula
     counts a grouped conv's weight gradient `groups` times over)."""
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
     x = torch.randn(2, 8, 12, 12, requires_grad=True)
     w = torch.randn(8, 8 // groups, 5, 5, requires_grad=True)
-    fixed = {torch.ops.aten.convolution_backward: bench.conv_backward_flops}
-    with FlopCounterMode(display=False, custom_mapping=fixed) as fwd:
+    with bench.flop_mode() as fwd:
         y = torch.nn.functional.conv2d(x, w, padding=2, groups=groups)
-    with FlopCounterMode(display=False, custom_mapping=fixed) as bwd:
+    with bench.flop_mode() as bwd:
         y.sum().backward()
     assert fwd.get_total_flops() == 2 * 25 * (8 // groups) * 8 * 144 * 2
     assert bwd.get_total_flops() == 2 * fwd.get_total_flops()

@@ -184,9 +184,8 @@ BASE = TrainConfig(model=ModelConfig(prior="median", background_group=True, colo
                                      num_groups=groups_for(3, background_group=True)))
 
 # Long, at most 3 hours on one CPU core (one thread, so that another run can have the other):
-# BASE with a time budget. An epoch of 30k clips is more
-# than the budget, so the validation loss is taken every 150 steps on 256 clips; 30k clips at
-# 64 px are 3.7 GB in memory.
+# BASE with a time budget. An epoch of 30k clips is more than the budget, so the validation
+# loss is taken every 150 steps on 256 clips; 30k clips at 64 px are 3.7 GB in memory.
 LONG = BASE.replace(max_minutes=150.0, max_clips=30_000, val_clips=256, eval_every=150,
                     threads=1)
 
