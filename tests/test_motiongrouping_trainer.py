@@ -97,22 +97,45 @@ def test_predict_needs_the_ground_truth_flow(tmp_path):
     assert np.allclose(method.embed(model, img, gt_flow=flow), pred.features, atol=1e-5)
 
 
-def test_the_reconstruction_loss_is_taken_in_the_networks_flow_unit():
-    # The smoke profile at 32 px with flow_unit 0.1: 3.2 pixels a unit, so the recon term is
-    # the pixel MSE / 3.2^2 (in pixels, the official, it would be 10 times larger).
+def _first_step(cfg, flow):
+    """The model seeded 0 and its first training step on `flow` (B, H, W, 2) pixels:
+    (model, total, terms)."""
     import trainloop
-    cfg = PROFILES["smoke"].replace(device="cpu")
-    unit = cfg.model.unit_pixels
-    assert unit == pytest.approx(0.1 * 32)
     task = trainer.MotionGroupingTask(cfg)
     torch.manual_seed(0)
     model = task.build(torch.device("cpu"))
-    flow = 4 * torch.randn(2, 32, 32, 2)  # (B, H, W, 2) pixels
     ctx = trainloop.StepContext(step=0, epoch=0, fraction=0.0, rank=0, world=1, rows=2,
                                 device=torch.device("cpu"), state={})
     total, terms = task.step(model, (flow,), torch.Generator(), ctx)
+    return model, total, terms
+
+
+def test_the_reconstruction_loss_is_taken_in_the_networks_flow_unit():
+    # The smoke profile at 32 px with flow_unit 0.1: 3.2 pixels a unit, so the recon term is
+    # the pixel MSE / 3.2^2 (in pixels, the official, it would be 10 times larger).
+    cfg = PROFILES["smoke"].replace(device="cpu")
+    unit = cfg.model.unit_pixels
+    assert unit == pytest.approx(0.1 * 32)
+    flow = 4 * torch.randn(2, 32, 32, 2)  # (B, H, W, 2) pixels
+    model, total, terms = _first_step(cfg, flow)
     with torch.no_grad():
         pixels_mse = ((model(flow.permute(0, 3, 1, 2)).flow - flow.permute(0, 3, 1, 2)) ** 2).mean()
     assert terms["recon"].item() == pytest.approx(pixels_mse.item() / unit ** 2, rel=1e-4)
     assert total.item() == pytest.approx(cfg.w_recon * terms["recon"].item()
                                          + cfg.w_entropy * terms["entropy"].item(), rel=1e-5)
+
+
+def test_the_rgb_step_scores_the_coding_and_the_adapter_gives_no_pixel_flow():
+    from baselines.motiongrouping.flowcode import flow_to_rgb
+    cfg = PROFILES["smoke"].replace(device="cpu", model={"input_form": "rgb"})
+    flow = 4 * torch.randn(2, 32, 32, 2)  # (B, H, W, 2) pixels
+    model, _total, terms = _first_step(cfg, flow)
+    with torch.no_grad():
+        out = model(flow.permute(0, 3, 1, 2))
+        mse = ((out.recon - flow_to_rgb(flow.permute(0, 3, 1, 2))) ** 2).mean()
+    assert terms["recon"].item() == pytest.approx(mse.item(), rel=1e-4)
+    img = np.zeros((2, 3, 32, 32), np.float32)
+    pred = get_method("motiongrouping").predict(model.eval(), img, img,
+                                                gt_flow=flow.permute(0, 3, 1, 2).numpy())
+    pred.check(2, 32)
+    assert pred.flow is None and pred.extras["layer"].max() == pytest.approx(1.0)

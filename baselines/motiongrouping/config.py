@@ -18,6 +18,7 @@ from baselines.configs import build, json_object, replaced
 from baselines.motiongrouping.errors import MotionGroupingError
 
 DEVICES = ("cpu", "cuda", "auto")
+INPUT_FORMS = ("uv", "rgb")
 UPSAMPLINGS = 3  # the decoder's stride-2 transposed convs: slots are broadcast to side / 8
 
 
@@ -52,6 +53,15 @@ class ModelConfig:
     # decoder's layers start ~10x smaller than Geo's motion and every alpha stays at 1/K
     # through a CPU budget (docs/baselines/motiongrouping.md, flow unit).
     flow_unit: float | None = 0.1
+    # What the network reads and reconstructs: "uv", the two flow components in flow_unit
+    # (the official's argparse default); "rgb", the flow's colour coding in [-1, 1]
+    # (`flowcode`; the official README trains and evaluates with `--flow_to_rgb`).
+    input_form: str = "uv"
+
+    @property
+    def channels(self) -> int:
+        """Channels of the network's input and of each slot's reconstructed layer."""
+        return 2 if self.input_form == "uv" else 3
 
     @property
     def slot_size(self) -> int:
@@ -94,6 +104,9 @@ class ModelConfig:
                 raise MotionGroupingError(f"{name} must be odd, got {k}")
         if not 0 < self.attn_eps < 1:
             raise MotionGroupingError(f"attn_eps must be in (0, 1), got {self.attn_eps}")
+        if self.input_form not in INPUT_FORMS:
+            raise MotionGroupingError(f"input_form must be one of {', '.join(INPUT_FORMS)}, "
+                                      f"got {self.input_form!r}")
         if self.flow_unit is not None and not (math.isfinite(self.flow_unit)
                                                and self.flow_unit > 0):
             raise MotionGroupingError(f"flow_unit must be > 0 (or None: pixels), got "

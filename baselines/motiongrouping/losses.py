@@ -5,8 +5,8 @@ The official third term, temporal consistency, compares the alphas of one frame 
 two of its flows (gaps 1, 2, -1, -2); a pair gives frame 0 one flow, so it does not apply here
 (docs/baselines/motiongrouping.md).
 
-Letters: B batch, K slots, H = W image side, 2 flow components (in the network's flow unit,
-`ModelConfig.unit_pixels`: the trainer divides both flows by it).
+Letters: B batch, K slots, H = W image side, C channels of the network's coding of the flow
+(`Outputs.recon` and `Outputs.target`: two components in the flow unit, or the colour coding).
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ class LossTerms:
 
 
 def recon_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean squared error over batch, components and pixels: (B, 2, H, W) each, in the
-    flows' units squared."""
+    """Mean squared error over batch, channels and pixels: (B, C, H, W) each, in the
+    coding's units squared."""
     return ((pred - target) ** 2).mean()
 
 

@@ -5,8 +5,9 @@ Attention, and a spatial broadcast decoder that gives each slot a flow layer and
 Letters: B batch, K slots, D slot size (the encoder's last width), N = h w encoder positions,
 H = W image side, H' = H / work_scale the side the network works at, h = w = H' / 4 encoder
 side, g = H' / 8 the broadcast grid's side, 2 flow
-components (dx, dy) in pixels outside the network, in units of `ModelConfig.unit_pixels`
-inside it.
+components (dx, dy) in pixels outside the network; C the channels of the network's coding of
+the flow inside it (`ModelConfig.input_form`): 2 in units of `ModelConfig.unit_pixels` ("uv"),
+or 3, the official's colour coding in [-1, 1] ("rgb", `flowcode`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from baselines.motiongrouping.config import UPSAMPLINGS, ModelConfig
+from baselines.motiongrouping.flowcode import flow_to_rgb
 
 
 def position_grid(side: int) -> torch.Tensor:
@@ -49,13 +51,13 @@ def _norm_relu(channels: int) -> list[nn.Module]:
 
 
 class Encoder(nn.Module):
-    """Flow (B, 2, H, W) -> features (B, N, D): conv stages (two convs each, a max-pool between
+    """Coded flow (B, C, H', W') -> features (B, N, D): conv stages (two convs each, a max-pool between
     stages), the position embedding, then LayerNorm and a two-layer MLP per position."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         layers: list[nn.Module] = []
-        cin = 2
+        cin = cfg.channels
         for i, width in enumerate(cfg.enc_channels):
             if i:
                 layers.append(nn.MaxPool2d(2, 2, ceil_mode=True))
@@ -114,7 +116,7 @@ class SlotAttention(nn.Module):
 
 class BroadcastDecoder(nn.Module):
     """Each slot (B K, D) broadcast to a g x g grid with a position embedding, then three
-    stride-2 transposed convs and two convs -> its flow layer (2 channels) and alpha logit.
+    stride-2 transposed convs and two convs -> its layer (C channels) and alpha logit.
     With `decoder_scale` s > 1 the last log2(s) transposed convs are left out and the output
     is upsampled bilinearly to the image."""
 
@@ -130,28 +132,33 @@ class BroadcastDecoder(nn.Module):
                        *_norm_relu(c)]
             cin = c
         layers += _conv_block(c, c, k)
-        layers.append(nn.Conv2d(c, 3, k, padding=k // 2))
+        layers.append(nn.Conv2d(c, cfg.channels + 1, k, padding=k // 2))
         self.cnn = nn.Sequential(*layers)
 
     def forward(self, slots: torch.Tensor) -> torch.Tensor:
-        """slots (M, D) -> (M, 3, H, W): dx, dy, alpha logit."""
+        """slots (M, D) -> (M, C + 1, H, W): the layer, then the alpha logit."""
         grid = slots[:, None, None, :].expand(-1, self.side, self.side, -1)  # (M, g, g, D)
         x = self.pos(grid).permute(0, 3, 1, 2)  # (M, D, g, g)
-        out = self.cnn(x.contiguous())  # (M, 3, H' / s, W' / s)
+        out = self.cnn(x.contiguous())  # (M, C + 1, H' / s, W' / s)
         if out.shape[-1] != self.image_size:
             out = F.interpolate(out, size=(self.image_size,) * 2, mode="bilinear",
                                 align_corners=False)
-        return out  # (M, 3, H, W)
+        return out  # (M, C + 1, H, W)
 
 
 @dataclass
 class Outputs:
     """One forward pass."""
 
-    flow: torch.Tensor  # (B, 2, H, W) reconstruction: sum over slots of alpha x layer
-    layers: torch.Tensor  # (B, K, 2, H, W) each slot's flow layer
+    recon: torch.Tensor  # (B, C, H, W) in the coding: sum over slots of alpha x layer
+    target: torch.Tensor  # (B, C, H, W) the coding of the input flow, which recon should equal
+    # (B, K, C, H, W) each slot's layer: flow in pixels ("uv"), the colour coding ("rgb")
+    layers: torch.Tensor
     alphas: torch.Tensor  # (B, K, H, W) softmax over slots: each pixel's shares
     slots: torch.Tensor  # (B, K, D)
+    # (B, 2, H, W) the reconstruction in pixels; None for "rgb", whose coding (each image
+    # divided by its own top speed) is not inverted here
+    flow: torch.Tensor | None
 
 
 class MotionGrouping(nn.Module):
@@ -171,22 +178,38 @@ class MotionGrouping(nn.Module):
     def initial_slots(self, batch: int) -> torch.Tensor:
         return self.slots_init.weight[None].expand(batch, -1, -1)  # (B, K, D)
 
+    def code(self, flow: torch.Tensor) -> torch.Tensor:
+        """flow (B, 2, H, W) in pixels -> (B, C, H, W) the network's coding of it."""
+        if self.config.input_form == "rgb":
+            return flow_to_rgb(flow)  # (B, 3, H, W)
+        return flow / self.config.unit_pixels  # (B, 2, H, W)
+
+    def _slots(self, coded: torch.Tensor) -> torch.Tensor:
+        x = coded
+        if self.config.work_scale > 1:
+            x = F.avg_pool2d(x, self.config.work_scale)  # (B, C, H', W')
+        feats = self.encoder(x)  # (B, N, D)
+        slots, _ = self.slot_attention(feats, self.initial_slots(coded.shape[0]))  # (B, K, D)
+        return slots
+
     def slots(self, flow: torch.Tensor) -> torch.Tensor:
         """flow (B, 2, H, W) in pixels -> the slots (B, K, D) after the last iteration."""
-        x = flow / self.config.unit_pixels  # (B, 2, H, W)
-        if self.config.work_scale > 1:
-            x = F.avg_pool2d(x, self.config.work_scale)  # (B, 2, H', W')
-        feats = self.encoder(x)  # (B, N, D)
-        slots, _ = self.slot_attention(feats, self.initial_slots(flow.shape[0]))  # (B, K, D)
-        return slots
+        return self._slots(self.code(flow))
 
     def forward(self, flow: torch.Tensor) -> Outputs:
         """flow (B, 2, H, W) in pixels -> `Outputs`, its flows in pixels."""
-        b, k, unit = flow.shape[0], self.config.num_slots, self.config.unit_pixels
-        slots = self.slots(flow)  # (B, K, D)
-        out = self.decoder(slots.flatten(0, 1))  # (B K, 3, H, W)
-        out = out.view(b, k, 3, *out.shape[-2:])  # (B, K, 3, H, W)
-        layers = out[:, :, :2] * unit  # (B, K, 2, H, W) pixels
-        alphas = out[:, :, 2].softmax(dim=1)  # (B, K, H, W)
-        recon = (layers * alphas[:, :, None]).sum(1)  # (B, 2, H, W)
-        return Outputs(flow=recon, layers=layers, alphas=alphas, slots=slots)
+        b, k, c = flow.shape[0], self.config.num_slots, self.config.channels
+        target = self.code(flow)  # (B, C, H, W)
+        slots = self._slots(target)  # (B, K, D)
+        out = self.decoder(slots.flatten(0, 1))  # (B K, C + 1, H, W)
+        out = out.view(b, k, c + 1, *out.shape[-2:])  # (B, K, C + 1, H, W)
+        coded = out[:, :, :c]  # (B, K, C, H, W)
+        alphas = out[:, :, c].softmax(dim=1)  # (B, K, H, W)
+        recon = (coded * alphas[:, :, None]).sum(1)  # (B, C, H, W)
+        if self.config.input_form == "rgb":
+            layers, pixels = coded, None
+        else:
+            unit = self.config.unit_pixels
+            layers, pixels = coded * unit, recon * unit  # (B, K, 2, H, W), (B, 2, H, W)
+        return Outputs(recon=recon, target=target, layers=layers, alphas=alphas, slots=slots,
+                       flow=pixels)

@@ -81,8 +81,8 @@ class MotionGroupingTask(trainloop.Task):
         flow = rows[0].to(ctx.device).float().permute(0, 3, 1, 2).contiguous()  # (B, 2, H, W)
         out = loss_fn(flow)
         w_entropy = cfg.w_entropy * weight_factor(ctx.step, cfg.decay_steps, cfg.weight_growth)
-        unit = cfg.model.unit_pixels  # the reconstruction is scored in the network's units
-        terms = mg_loss(out.flow / unit, flow / unit, out.alphas, w_recon=cfg.w_recon,
+        # Scored in the network's coding of the flow (flow units or the colour coding)
+        terms = mg_loss(out.recon, out.target, out.alphas, w_recon=cfg.w_recon,
                         w_entropy=w_entropy, eps=cfg.entropy_eps)
         return terms.total, {t: getattr(terms, t) for t in TERMS}
 
