@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from baselines.motiongrouping import ModelConfig, MotionGrouping, MotionGroupingError
-from baselines.motiongrouping.flowcode import colour_wheel, flow_to_rgb
+from baselines.motiongrouping.flowcode import colour_wheel, flow_to_rgb, rgb_to_flow, top_speed
 
 
 def _pixel(dx: float, dy: float, top: tuple[float, float] = (0.0, 0.0)) -> torch.Tensor:
@@ -56,11 +56,25 @@ def test_the_rgb_model_reads_and_reconstructs_the_coding():
     model = MotionGrouping(cfg).eval()
     flow = 3 * torch.randn(2, 2, 32, 32)
     out = model(flow)
-    assert out.flow is None and out.layers.shape == (2, 3, 3, 32, 32)
+    assert out.recon.shape == (2, 3, 32, 32) and out.layers.shape == (2, 3, 2, 32, 32)
     assert torch.equal(out.target, flow_to_rgb(flow))
-    assert torch.allclose(out.recon, (out.layers * out.alphas[:, :, None]).sum(1), atol=1e-6)
+    assert out.flow.shape == (2, 2, 32, 32)  # the reconstruction decoded to pixels
+    assert torch.allclose(out.flow, rgb_to_flow(out.recon, top_speed(flow)), atol=1e-6)
     assert torch.allclose(out.alphas.sum(1), torch.ones(2, 32, 32), atol=1e-6)
     assert model.encoder.cnn[0].in_channels == 3
     with pytest.raises(MotionGroupingError, match="input_form must be one of uv, rgb"):
         ModelConfig(input_form="hsv").validate()
 
+
+
+def test_the_coding_inverts_given_each_images_top_speed():
+    torch.manual_seed(0)
+    flow = 3 * torch.randn(4, 2, 16, 16)
+    flow[1] = 0.0  # an image at rest
+    flow[2, :, 0, 0] = torch.tensor([9.0, 0.0])  # its top speed, pure red (two channels tied)
+    back = rgb_to_flow(flow_to_rgb(flow), top_speed(flow))
+    assert torch.allclose(back, flow, atol=1e-4)
+    # Each channel moved towards white by the same amount changes the speed, not the direction.
+    halfway = ((flow_to_rgb(flow) + 1) / 2 * 0.5 + 0.5) * 2 - 1  # halfway to white
+    faded = rgb_to_flow(halfway, top_speed(flow))
+    assert torch.allclose(faded, 0.5 * flow, atol=1e-4)

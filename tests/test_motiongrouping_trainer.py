@@ -125,7 +125,7 @@ def test_the_reconstruction_loss_is_taken_in_the_networks_flow_unit():
                                          + cfg.w_entropy * terms["entropy"].item(), rel=1e-5)
 
 
-def test_the_rgb_step_scores_the_coding_and_the_adapter_gives_no_pixel_flow():
+def test_the_rgb_step_scores_the_coding_and_the_adapter_decodes_the_flow():
     from baselines.motiongrouping.flowcode import flow_to_rgb
     cfg = PROFILES["smoke"].replace(device="cpu", model={"input_form": "rgb"})
     flow = 4 * torch.randn(2, 32, 32, 2)  # (B, H, W, 2) pixels
@@ -138,4 +138,4 @@ def test_the_rgb_step_scores_the_coding_and_the_adapter_gives_no_pixel_flow():
     pred = get_method("motiongrouping").predict(model.eval(), img, img,
                                                 gt_flow=flow.permute(0, 3, 1, 2).numpy())
     pred.check(2, 32)
-    assert pred.flow is None and pred.extras["layer"].max() == pytest.approx(1.0)
+    assert pred.flow.shape == (2, 2, 32, 32) and pred.extras["layer"].max() == pytest.approx(1.0)

@@ -47,7 +47,7 @@ def flow_to_rgb(flow: torch.Tensor) -> torch.Tensor:
     flow = flow.float()
     dx, dy = flow[:, 0], flow[:, 1]  # (B, H, W) each
     speed = torch.hypot(dx, dy)  # (B, H, W)
-    top = speed.flatten(1).amax(-1)  # (B,)
+    top = top_speed(flow)  # (B,)
     # An image without motion is left as it is (all white), as the official's guard does.
     top = torch.where(top > 0, top, torch.ones_like(top))[:, None, None]  # (B, 1, 1)
     r = (speed / top).clamp(max=1.0)  # (B, H, W); the division can overshoot 1 by rounding
@@ -61,3 +61,40 @@ def flow_to_rgb(flow: torch.Tensor) -> torch.Tensor:
     hue = (1 - frac) * wheel[left] + frac * wheel[(left + 1) % n]  # (B, H, W, 3)
     rgb = 1 - r[..., None] * (1 - hue)  # (B, H, W, 3): white at rest, the hue at top speed
     return ((rgb - 0.5) * 2).clamp(-1.0, 1.0).permute(0, 3, 1, 2).contiguous()  # (B, 3, H, W)
+
+
+# The wheel's six transitions as (channel at 1, channel at 0, varying channel, rising?), with
+# the first bin of each: the position along the wheel follows from which channel is largest,
+# which smallest, and where the third lies between them.
+_SEGMENTS = ((0, 2, 1, True), (1, 2, 0, False), (1, 0, 2, True),
+             (2, 0, 1, False), (2, 1, 0, True), (0, 1, 2, False))
+_STARTS = tuple(sum(WHEEL_BINS[:i]) for i in range(len(WHEEL_BINS)))
+
+
+def rgb_to_flow(rgb: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """The inverse of `flow_to_rgb` given each image's top speed: rgb (B, 3, H, W) in [-1, 1],
+    top (B,) pixels -> flow (B, 2, H, W) pixels. Exact on codings; on a reconstruction the
+    speed is read as the spread of its channels (largest minus smallest, 1 at full hue) and the
+    direction from where the middle channel lies between the other two."""
+    c = (rgb.float().clamp(-1.0, 1.0) + 1) / 2  # (B, 3, H, W) in [0, 1]
+    hi, lo = c.amax(1), c.amin(1)  # (B, H, W) each
+    r = hi - lo  # (B, H, W): 1 - r fades every channel towards white equally
+    hi_ch, lo_ch = c.argmax(1), c.argmin(1)  # (B, H, W) each
+    pos = torch.zeros_like(r)
+    for (top_ch, low_ch, mid_ch, rising), start, bins in zip(_SEGMENTS, _STARTS, WHEEL_BINS):
+        here = (hi_ch == top_ch) & (lo_ch == low_ch)  # (B, H, W)
+        t = (c[:, mid_ch] - lo) / r.clamp_min(1e-6)  # (B, H, W) in [0, 1]
+        pos = torch.where(here, start + bins * (t if rising else 1 - t), pos)
+    # The coding's positions run from 0 to n - 1 (angle -1 to 1, both rightward); red read as
+    # the magenta-red transition's end (tied channels) is that same direction.
+    pos = pos.clamp(max=_WHEEL.shape[0] - 1)
+    angle = pos / (_WHEEL.shape[0] - 1) * 2 - 1  # (B, H, W): atan2(-dy, -dx) / pi
+    speed = r * top.float()[:, None, None]  # (B, H, W) pixels
+    dx = -speed * torch.cos(math.pi * angle)
+    dy = -speed * torch.sin(math.pi * angle)
+    return torch.stack([dx, dy], 1)  # (B, 2, H, W)
+
+
+def top_speed(flow: torch.Tensor) -> torch.Tensor:
+    """flow (B, 2, H, W) pixels -> (B,) each image's largest speed, the scale of its coding."""
+    return torch.hypot(flow[:, 0].float(), flow[:, 1].float()).flatten(1).amax(-1)

@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from baselines.motiongrouping.config import UPSAMPLINGS, ModelConfig
-from baselines.motiongrouping.flowcode import flow_to_rgb
+from baselines.motiongrouping.flowcode import flow_to_rgb, rgb_to_flow, top_speed
 
 
 def position_grid(side: int) -> torch.Tensor:
@@ -150,15 +150,14 @@ class BroadcastDecoder(nn.Module):
 class Outputs:
     """One forward pass."""
 
-    recon: torch.Tensor  # (B, C, H, W) in the coding: sum over slots of alpha x layer
+    recon: torch.Tensor  # (B, C, H, W) in the coding: sum over slots of alpha x its layer
     target: torch.Tensor  # (B, C, H, W) the coding of the input flow, which recon should equal
-    # (B, K, C, H, W) each slot's layer: flow in pixels ("uv"), the colour coding ("rgb")
-    layers: torch.Tensor
+    # In pixels: for "rgb" decoded with the input's top speed (the coding's scale), without
+    # gradient (the loss is taken on the coding).
+    flow: torch.Tensor  # (B, 2, H, W) the reconstruction
+    layers: torch.Tensor  # (B, K, 2, H, W) each slot's flow layer
     alphas: torch.Tensor  # (B, K, H, W) softmax over slots: each pixel's shares
     slots: torch.Tensor  # (B, K, D)
-    # (B, 2, H, W) the reconstruction in pixels; None for "rgb", whose coding (each image
-    # divided by its own top speed) is not inverted here
-    flow: torch.Tensor | None
 
 
 class MotionGrouping(nn.Module):
@@ -207,9 +206,13 @@ class MotionGrouping(nn.Module):
         alphas = out[:, :, c].softmax(dim=1)  # (B, K, H, W)
         recon = (coded * alphas[:, :, None]).sum(1)  # (B, C, H, W)
         if self.config.input_form == "rgb":
-            layers, pixels = coded, None
+            with torch.no_grad():
+                top = top_speed(flow)  # (B,)
+                pixels = rgb_to_flow(recon, top)  # (B, 2, H, W)
+                layers = rgb_to_flow(coded.flatten(0, 1), top.repeat_interleave(k))
+                layers = layers.view(b, k, 2, *layers.shape[-2:])  # (B, K, 2, H, W)
         else:
             unit = self.config.unit_pixels
             layers, pixels = coded * unit, recon * unit  # (B, K, 2, H, W), (B, 2, H, W)
-        return Outputs(recon=recon, target=target, layers=layers, alphas=alphas, slots=slots,
-                       flow=pixels)
+        return Outputs(recon=recon, target=target, flow=pixels, layers=layers, alphas=alphas,
+                       slots=slots)

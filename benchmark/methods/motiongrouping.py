@@ -13,11 +13,11 @@ used. So `uses_ground_truth = ("flow",)` and `predict`/`embed` refuse to run wit
   vectors, so slot k means the same in every image; the metrics still report both the fixed
   assignment and per-image matching.
 - flow (B, 2, H, W): the reconstruction, sum over slots of alpha x flow layer, in pixels, so
-  EPE measures how well the autoencoder reproduces the flow it was given; None for a model
-  that reads the colour coding (`input_form="rgb"`), which is not inverted to pixels.
+  EPE measures how well the autoencoder reproduces the flow it was given (a model that reads
+  the colour coding, `input_form="rgb"`, has it decoded with the input's top speed).
 - features (B, K D): the slots after the last iteration, in slot order.
-- extras["layer"] (B, K, H, W): each slot's flow-layer speed (for "rgb": its distance from
-  the white of zero flow) over the largest in the image, for the figure.
+- extras["layer"] (B, K, H, W): each slot's flow-layer speed over the largest in the image,
+  for the figure.
 
 baselines.motiongrouping and torch are imported inside the functions so that `flowbench table`
 and `flowbench list` start without loading torch.
@@ -96,14 +96,10 @@ class MotionGroupingMethod:
         with torch.inference_mode():
             out = model(flow)
             alphas = to_numpy(out.alphas.clamp(0.0, 1.0))  # (B, K, H, W)
-            # A layer's motion: its speed ("uv"), or its distance from the white of zero
-            # flow ("rgb": the coding fades each hue to white as the speed falls)
-            rest = 1.0 if model.config.input_form == "rgb" else 0.0
-            speed = (out.layers - rest).norm(dim=2)  # (B, K, H, W)
+            speed = out.layers.norm(dim=2)  # (B, K, H, W)
             top = speed.flatten(1).amax(-1).clamp_min(1e-12)  # (B,)
             extras = {"layer": to_numpy(speed / top[:, None, None, None])}
-            flow = None if out.flow is None else to_numpy(out.flow)
-            return Prediction(masks=alphas, visible=alphas, flow=flow,
+            return Prediction(masks=alphas, visible=alphas, flow=to_numpy(out.flow),
                               features=to_numpy(out.slots.flatten(1)), extras=extras)
 
     def embed(self, model: Any, img0: np.ndarray, *,
