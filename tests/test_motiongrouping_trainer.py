@@ -1,6 +1,8 @@
 """Motion Grouping's trainer, checkpoints and adapter: bad input and checkpoints refused in one
 line, the profiles, K from the variant, the flow it needs at test time (resume and the NaN
 stop: tests/test_trainloop_methods.py; training end to end: tests/test_registry_contract.py)."""
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -36,7 +38,9 @@ def test_config_json_round_trip_and_profiles():
     quick = PROFILES["quick"]
     assert (quick.batch_size, quick.lr, quick.warmup_steps) == (8, 5e-4, 200)
     assert (quick.model.work_scale, quick.model.decoder_scale) == (2, 2)
-    assert PROFILES["gpu"].model == TrainConfig().model  # the official network
+    # The official network, on the colour-coded input its README trains with
+    assert PROFILES["gpu"].model == dataclasses.replace(TrainConfig().model, input_form="rgb")
+    assert {p.model.input_form for p in PROFILES.values()} == {"rgb"}
     with pytest.raises(MotionGroupingError, match="unknown TrainConfig fields"):
         TrainConfig.from_json('{"nope": 1}')
     with pytest.raises(MotionGroupingError, match="w_entropy must be finite and >= 0"):
@@ -113,7 +117,7 @@ def _first_step(cfg, flow):
 def test_the_reconstruction_loss_is_taken_in_the_networks_flow_unit():
     # The smoke profile at 32 px with flow_unit 0.1: 3.2 pixels a unit, so the recon term is
     # the pixel MSE / 3.2^2 (in pixels, the official, it would be 10 times larger).
-    cfg = PROFILES["smoke"].replace(device="cpu")
+    cfg = PROFILES["smoke"].replace(device="cpu", model={"input_form": "uv"})
     unit = cfg.model.unit_pixels
     assert unit == pytest.approx(0.1 * 32)
     flow = 4 * torch.randn(2, 32, 32, 2)  # (B, H, W, 2) pixels
