@@ -60,6 +60,8 @@ def test_the_rgb_model_reads_and_reconstructs_the_coding():
     assert torch.equal(out.target, flow_to_rgb(flow))
     assert out.flow.shape == (2, 2, 32, 32)  # the reconstruction decoded to pixels
     assert torch.allclose(out.flow, rgb_to_flow(out.recon, top_speed(flow)), atol=1e-6)
+    coding_only = model(flow, pixels=False)  # as the training step asks
+    assert coding_only.flow is None and torch.equal(coding_only.recon, out.recon)
     assert torch.allclose(out.alphas.sum(1), torch.ones(2, 32, 32), atol=1e-6)
     assert model.encoder.cnn[0].in_channels == 3
     with pytest.raises(MotionGroupingError, match="input_form must be one of uv, rgb"):

@@ -153,9 +153,9 @@ class Outputs:
     recon: torch.Tensor  # (B, C, H, W) in the coding: sum over slots of alpha x its layer
     target: torch.Tensor  # (B, C, H, W) the coding of the input flow, which recon should equal
     # In pixels: for "rgb" decoded with the input's top speed (the coding's scale), without
-    # gradient (the loss is taken on the coding).
-    flow: torch.Tensor  # (B, 2, H, W) the reconstruction
-    layers: torch.Tensor  # (B, K, 2, H, W) each slot's flow layer
+    # gradient (the loss is taken on the coding), and None where `forward(pixels=False)`.
+    flow: torch.Tensor | None  # (B, 2, H, W) the reconstruction
+    layers: torch.Tensor | None  # (B, K, 2, H, W) each slot's flow layer
     alphas: torch.Tensor  # (B, K, H, W) softmax over slots: each pixel's shares
     slots: torch.Tensor  # (B, K, D)
 
@@ -195,8 +195,9 @@ class MotionGrouping(nn.Module):
         """flow (B, 2, H, W) in pixels -> the slots (B, K, D) after the last iteration."""
         return self._slots(self.code(flow))
 
-    def forward(self, flow: torch.Tensor) -> Outputs:
-        """flow (B, 2, H, W) in pixels -> `Outputs`, its flows in pixels."""
+    def forward(self, flow: torch.Tensor, pixels: bool = True) -> Outputs:
+        """flow (B, 2, H, W) in pixels -> `Outputs`, its flows in pixels; `pixels` False skips
+        decoding the colour coding (the training step needs only the coding)."""
         b, k, c = flow.shape[0], self.config.num_slots, self.config.channels
         target = self.code(flow)  # (B, C, H, W)
         slots = self._slots(target)  # (B, K, D)
@@ -205,14 +206,15 @@ class MotionGrouping(nn.Module):
         coded = out[:, :, :c]  # (B, K, C, H, W)
         alphas = out[:, :, c].softmax(dim=1)  # (B, K, H, W)
         recon = (coded * alphas[:, :, None]).sum(1)  # (B, C, H, W)
-        if self.config.input_form == "rgb":
+        recon_px = layers = None
+        if self.config.input_form == "uv":
+            unit = self.config.unit_pixels
+            layers, recon_px = coded * unit, recon * unit  # (B, K, 2, H, W), (B, 2, H, W)
+        elif pixels:
             with torch.no_grad():
                 top = top_speed(flow)  # (B,)
-                pixels = rgb_to_flow(recon, top)  # (B, 2, H, W)
+                recon_px = rgb_to_flow(recon, top)  # (B, 2, H, W)
                 layers = rgb_to_flow(coded.flatten(0, 1), top.repeat_interleave(k))
                 layers = layers.view(b, k, 2, *layers.shape[-2:])  # (B, K, 2, H, W)
-        else:
-            unit = self.config.unit_pixels
-            layers, pixels = coded * unit, recon * unit  # (B, K, 2, H, W), (B, 2, H, W)
-        return Outputs(recon=recon, target=target, flow=pixels, layers=layers, alphas=alphas,
+        return Outputs(recon=recon, target=target, flow=recon_px, layers=layers, alphas=alphas,
                        slots=slots)

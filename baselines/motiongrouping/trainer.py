@@ -79,7 +79,7 @@ class MotionGroupingTask(trainloop.Task):
              ctx: trainloop.StepContext) -> trainloop.loop.Losses:
         cfg = self.config
         flow = rows[0].to(ctx.device).float().permute(0, 3, 1, 2).contiguous()  # (B, 2, H, W)
-        out = loss_fn(flow)
+        out = loss_fn(flow, pixels=False)  # the loss is on the network's coding
         w_entropy = cfg.w_entropy * weight_factor(ctx.step, cfg.decay_steps, cfg.weight_growth)
         # Scored in the network's coding of the flow (flow units or the colour coding)
         terms = mg_loss(out.recon, out.target, out.alphas, w_recon=cfg.w_recon,
