@@ -51,8 +51,9 @@ def _norm_relu(channels: int) -> list[nn.Module]:
 
 
 class Encoder(nn.Module):
-    """Coded flow (B, C, H', W') -> features (B, N, D): conv stages (two convs each, a max-pool between
-    stages), the position embedding, then LayerNorm and a two-layer MLP per position."""
+    """Coded flow (B, C, H', W') -> features (B, N, D): conv stages (two convs each, a
+    max-pool between stages), the position embedding, then LayerNorm and a two-layer MLP per
+    position."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
