@@ -7,6 +7,8 @@ description: every image's flow is divided by its own largest speed (so the fast
 fully saturated, whatever its speed in pixels); the direction picks a hue on the 55-bin
 Middlebury wheel (interpolated between bins, rightward red); the relative speed r in [0, 1]
 fades the hue towards white, 1 - r (1 - hue). Zero flow is white, (1, 1, 1) after scaling.
+`geogen.flowviz` draws flow for figures on another wheel (HSV, a scale shared by a figure), so
+it is not this coding.
 
 Letters: B batch, H x W image, 2 flow components in pixels.
 """
@@ -19,7 +21,6 @@ import torch
 # Bins per transition of the Middlebury wheel: red-yellow, yellow-green, green-cyan,
 # cyan-blue, blue-magenta, magenta-red (Baker et al.'s colour code; cvbase's default).
 WHEEL_BINS = (15, 6, 4, 11, 13, 6)
-CHANNELS = 3
 
 
 def colour_wheel() -> torch.Tensor:
@@ -47,12 +48,12 @@ def flow_to_rgb(flow: torch.Tensor) -> torch.Tensor:
     flow = flow.float()
     dx, dy = flow[:, 0], flow[:, 1]  # (B, H, W) each
     speed = torch.hypot(dx, dy)  # (B, H, W)
-    top = top_speed(flow)  # (B,)
+    top = speed.flatten(1).amax(-1)  # (B,), as top_speed
     # An image without motion is left as it is (all white), as the official's guard does.
     top = torch.where(top > 0, top, torch.ones_like(top))[:, None, None]  # (B, 1, 1)
     r = (speed / top).clamp(max=1.0)  # (B, H, W); the division can overshoot 1 by rounding
     # -dy with dy = 0 is -0.0, so rightward flow gives atan2(-0, -dx) = -pi: bin 0, red.
-    angle = torch.atan2(-dy / top, -dx / top) / math.pi  # (B, H, W) in [-1, 1]
+    angle = torch.atan2(-dy, -dx) / math.pi  # (B, H, W) in [-1, 1]
     wheel = _WHEEL.to(flow.device)
     n = wheel.shape[0]
     pos = (angle + 1) / 2 * (n - 1)  # (B, H, W) in [0, n - 1]
