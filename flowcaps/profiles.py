@@ -5,9 +5,8 @@ data's difference from a profile.
 `quick` changes what made the model train on Geo; `long` changes the budget and adds the
 slow-flow prior, `gpu` the budget and the batch; `smoke` is `quick` scaled down for tests. Data
 of some variants (as its manifest names them) trains with a few more changes, `BY_VARIANT`, in
-every profile, and `QUICK_BY_VARIANT` in the quick profile alone. `for_data` puts them together:
-`flowcaps train DATA --profile P` and `flowbench run flowcaps --profile P` both build their
-config with it. Each change has a section
+every profile. `for_data` puts the two together: `flowcaps train DATA --profile P` and
+`flowbench run flowcaps --profile P` both build their config with it. Each change has a section
 in `docs/deviations.md` with the runs behind it.
 """
 from __future__ import annotations
@@ -38,9 +37,8 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
     )
     return paper(out).replace(
         model=model,
-        # "Time budget and optimiser": 23 minutes on one CPU rank per core, compiled; batch 16,
-        # twice the updates per pair, for the CPUs that train the fewest pairs in the budget.
-        epochs=100, batch_size=16, lr=3e-3, lr_schedule="cosine", warmup_steps=200,
+        # "Time budget and optimiser": 23 minutes on one CPU rank per core, compiled.
+        epochs=100, batch_size=32, lr=3e-3, lr_schedule="cosine", warmup_steps=100,
         max_minutes=23.0, compile=True, cpu_ranks=0,
         bf16="auto",  # "bf16 autocast": where the CPU computes bf16 natively
         # "Sampled pixels": fewer points, drawn towards edges.
@@ -49,7 +47,7 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
         both_directions=True,  # "Both directions": twice the signal per encoder pass
         w_center=0.1, center_form="spread_image", center_warmup=0.3,  # "The centre term"
         w_appearance=3.0, appearance_background="still",  # "Appearance term"
-        prior_anneal=0.25,  # "Translation from a heat map": the ring prior fades out
+        prior_anneal=0.5,  # "Translation from a heat map": the ring prior fades out
         colour_shuffle=True,  # "Colour shuffle"
     )
 
@@ -57,18 +55,14 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
 def long(out: str = "runs/flowcaps-long") -> TrainConfig:
     """The quick profile for 135 minutes over the paper's 100k pairs: what more training buys."""
     # "The slow-flow prior": over a long run the spare capsule on Geo's plain background moves.
-    # Batch, warm-up and prior fade-out as its records trained: the quick profile's halved batch
-    # and shorter fade-out were measured over 23 minutes only ("Time budget and optimiser").
-    return quick(out).replace(max_minutes=135.0, w_slow=1e-3, batch_size=32, warmup_steps=100,
-                              prior_anneal=0.5)
+    return quick(out).replace(max_minutes=135.0, w_slow=1e-3)
 
 
 def gpu(out: str = "runs/flowcaps-gpu") -> TrainConfig:
     """The quick profile's model and losses on one GPU: batch 128, 5.25 minutes, 100k pairs."""
     # bf16 off: its records were trained in float32, and bf16 was measured on CPUs only.
-    # The prior's fade-out over half the run, as its records trained.
     return quick(out).replace(batch_size=128, warmup_steps=200, max_minutes=5.25, cpu_ranks=1,
-                              bf16=False, prior_anneal=0.5)
+                              bf16=False)
 
 
 def smoke(out: str = "runs/flowcaps-smoke") -> TrainConfig:
@@ -107,16 +101,6 @@ BY_VARIANT: dict[str, dict[str, tuple[Any, str]]] = {
     "articulated": _ARTICULATED,
     "articulated+": _ARTICULATED,
 }
-# What the quick profile alone changes for data of a variant, as BY_VARIANT does: its batch,
-# warm-up and fade-out before they changed on Geo's runs, for data whose records trained with
-# them. A variant takes Geo's once its own runs measure them.
-_QUICK_BEFORE: dict[str, tuple[Any, str]] = {
-    "batch_size": (32, "as its records trained: \"Time budget and optimiser\""),
-    "warmup_steps": (100, "as its records trained: \"Time budget and optimiser\""),
-    "prior_anneal": (0.5, "as its records trained: \"Time budget and optimiser\""),
-}
-QUICK_BY_VARIANT: dict[str, dict[str, tuple[Any, str]]] = {
-    "geo+": _QUICK_BEFORE, "articulated": _QUICK_BEFORE, "articulated+": _QUICK_BEFORE}
 # The variant whose training pairs (TrainConfig.mix_data) data of a variant also trains on.
 MIX_WITH: dict[str, str] = {"geo+": "geo"}
 
@@ -130,10 +114,7 @@ def for_data(profile: str, variant: str, *, out: str | None = None, mix_data: st
     cfg = PROFILES[profile]() if out is None else PROFILES[profile](out)
     model: dict[str, Any] = {} if image_size is None else {"image_size": image_size}
     train: dict[str, Any] = {} if mix_data is None else {"mix_data": mix_data}
-    changes = dict(BY_VARIANT.get(variant, {}))
-    if profile == "quick":
-        changes.update(QUICK_BY_VARIANT.get(variant, {}))
-    for key, (value, _why) in changes.items():
+    for key, (value, _why) in BY_VARIANT.get(variant, {}).items():
         if key.startswith("model."):
             model[key[len("model."):]] = value
         else:

@@ -13,7 +13,7 @@ import flowcaps
 import flowcaps.cli
 from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, TrainConfig, checkpoint
 from flowcaps import launch, removed
-from flowcaps.profiles import BY_VARIANT, MIX_WITH, QUICK_BY_VARIANT, for_data, paper
+from flowcaps.profiles import BY_VARIANT, MIX_WITH, paper
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each profile's config as `flowbench run flowcaps --dataset D --profile P` builds it (seed 0,
@@ -115,20 +115,6 @@ def test_geoplus_data_needs_geo_pairs_to_mix_in(tmp_path, monkeypatch):
     for variant, differences in BY_VARIANT.items():  # each difference says why, in one line
         assert variant in MIX_WITH or "mix_first" not in differences
         assert all(why.strip() and "\n" not in why for _, why in differences.values())
-    for differences in QUICK_BY_VARIANT.values():
-        assert all(why.strip() and "\n" not in why for _, why in differences.values())
-
-
-def test_the_quick_profiles_variant_changes_stay_in_the_quick_profile():
-    """Geo+ and the articulated figures keep the batch, warm-up and fade-out their quick records
-    trained with; the other profiles, and Geo's quick, are untouched by that table."""
-    quick_geo = for_data("quick", "geo")
-    assert (quick_geo.batch_size, quick_geo.warmup_steps, quick_geo.prior_anneal) == (16, 200, 0.25)
-    for variant in ("geo+", "articulated", "articulated+"):
-        cfg = for_data("quick", variant)
-        assert (cfg.batch_size, cfg.warmup_steps, cfg.prior_anneal) == (32, 100, 0.5)
-        assert for_data("gpu", variant).batch_size == 128
-        assert for_data("smoke", variant).batch_size == 16
 
 
 def test_smoke_is_the_quick_profile_scaled_down():
@@ -138,7 +124,7 @@ def test_smoke_is_the_quick_profile_scaled_down():
     model = {k for k in quick["model"] if smoke["model"][k] != quick["model"][k]}
     assert model == {"enc_channels", "enc_hidden"}
     train = {k for k in quick if k != "model" and smoke[k] != quick[k]}
-    assert train == {"epochs", "points", "smooth_points", "blur_sigmas",
+    assert train == {"epochs", "batch_size", "points", "smooth_points", "blur_sigmas",
                      "both_directions", "max_minutes", "warmup_steps", "compile", "cpu_ranks",
                      "threads", "checkpoint_minutes", "log_every"}
     assert smoke["cpu_ranks"] == 1 and not smoke["compile"] and smoke["epochs"] <= 2
