@@ -2,7 +2,7 @@
 # One lever run of this experiment, from the repository root (data/geo-quick made by the quick
 # profile): the quick profile on one rank of one thread, float32 under the AVX2 stand-in, a
 # budget of 200,000 pairs (5 epochs of Geo quick's 40k), then its record on the 10k test pairs.
-# usage: lever.sh NAME SEED_INDEX RUN_SEED [--set key=value ...]
+# usage: lever.sh NAME SEED_INDEX RUN_SEED [--set key=value ...]  (later --set's override these)
 # (the benchmark's run seeds: 0 130836866, 1 1755909585, 2 1452277621)
 set -euo pipefail
 name=$1; s=$2; rs=$3; shift 3
