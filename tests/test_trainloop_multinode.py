@@ -46,6 +46,12 @@ def _losses(path) -> list[dict]:
             for row in csv.DictReader(open(path))]
 
 
+def _kill(procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
 def _finish(procs, timeout=240) -> list[tuple[int, str]]:
     """Each process's exit status and standard error; a node still running after `timeout`
     seconds fails the test with what every node printed (seen once in a full suite: a node
@@ -57,16 +63,12 @@ def _finish(procs, timeout=240) -> list[tuple[int, str]]:
             out.append((p.returncode, err.strip()))
     except subprocess.TimeoutExpired:
         stuck = [i for i, p in enumerate(procs) if p.poll() is None]
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-        said = [f"node {i} (exit {p.wait()}): {p.communicate()[1].strip()[-2000:]}"
-                for i, p in enumerate(procs)]
-        pytest.fail(f"node(s) {stuck} still running after {timeout} s; " + " | ".join(said))
+        _kill(procs)
+        said = [(i, p.communicate()[1].strip()[-2000:], p.returncode) for i, p in enumerate(procs)]
+        pytest.fail(f"node(s) {stuck} still running after {timeout} s; "
+                    + " | ".join(f"node {i} (exit {code}): {err}" for i, err, code in said))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
+        _kill(procs)
     return out
 
 
