@@ -152,6 +152,7 @@ class TrainConfig:
     w_appearance: float = 0.0
     appearance_background: str = "colour"  # its background layer: a flat colour, or "still" (frame 1)
     w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
+    w_usage: float = 0.0  # losses.usage_loss, mean_k sqrt(E_u Lambda+_k); 0 = off (the paper)
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
     mask_prior_anneal: float = 0.0  # fade the decoder's disc prior out over this fraction (0 = keep)
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order

@@ -3,7 +3,7 @@
 Letters: B batch, K capsules, P sampled points, H, W image side.
 
 L = L_render + w_smooth * L_smooth + w_center * L_center + w_appearance * L_appearance
-    + w_slow * L_slow,
+    + w_slow * L_slow + w_usage * L_usage,
 with every expectation over pixels estimated at P pixel centres drawn per image (the loss is an
 expectation over u, so sampling is an unbiased estimate of it; P = 0 uses the full grid). The
 paper's loss is the first three terms.
@@ -19,6 +19,8 @@ paper's loss is the first three terms.
   (`appearance_loss`).
 - L_slow (ours): E_u |Phi(u)|^2 in pixels^2, the slowest of the flows the other terms cannot
   tell apart (`slow_loss`).
+- L_usage (ours): mean_k sqrt(E_u Lambda+_k), each capsule's visible share under a square root,
+  so one capsule on a rigid part costs less than several (`usage_loss`).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ class LossTerms:
     center: torch.Tensor
     appearance: torch.Tensor
     slow: torch.Tensor
+    usage: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -127,6 +130,7 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     else:
         appearance = phi.new_zeros(())
     slow = slow_loss(phi, weight, (h, w)) if cfg.w_slow > 0 else phi.new_zeros(())
+    usage = usage_loss(vis, weight) if cfg.w_usage > 0 else phi.new_zeros(())
 
     if n_s:
         f0 = geometry.frame_to_pixels(phi[:, :n_s], h, w)  # (B, Ps, 2)
@@ -141,9 +145,9 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-             + cfg.w_appearance * appearance + cfg.w_slow * slow)
+             + cfg.w_appearance * appearance + cfg.w_slow * slow + cfg.w_usage * usage)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance, slow=slow)
+                     appearance=appearance, slow=slow, usage=usage)
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -171,6 +175,17 @@ def slow_loss(phi: torch.Tensor, weight: torch.Tensor, size: tuple[int, int]) ->
     """
     flow = geometry.frame_to_pixels(phi.float(), *size)  # (B, P, 2)
     return ((flow ** 2).sum(-1) * weight).mean()
+
+
+def usage_loss(vis: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """mean over B and K of sqrt(E_u Lambda+_k(u)): vis (B, K, P) visibility, weight (B, P).
+
+    The render and appearance terms cannot tell one capsule on a rigid part from several, and
+    the centre term prefers several (cutting a mask in two lowers its spread). Under the square
+    root a share split in n costs sqrt(n) times as much, so a spare capsule gains by emptying.
+    """
+    share = (vis.float() * weight[:, None]).mean(2)  # (B, K) each capsule's visible share
+    return torch.sqrt(share + 1e-4).mean()  # the offset bounds the gradient of an empty capsule
 
 
 def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor,

@@ -1,7 +1,7 @@
 """The loss terms beyond the paper's (appearance, slow), the blur pyramid, colour shuffle."""
 import torch
 
-from flowcaps.losses import appearance_loss, pair_loss, shuffle_channels, slow_loss
+from flowcaps.losses import appearance_loss, pair_loss, shuffle_channels, slow_loss, usage_loss
 from flowcaps.model import FlowCapsules
 from tiny_flowcaps import model_config, train_config
 
@@ -131,3 +131,30 @@ def test_slow_enters_the_total_with_its_weight():
     off = pair_loss(model, img0, img1, cfg.replace(w_slow=0.0), torch.Generator().manual_seed(0))
     assert float(on.slow.detach()) > 0 and float(off.slow) == 0.0
     assert torch.allclose(on.total, off.total + 0.5 * on.slow, atol=1e-6)
+
+
+def test_usage_prefers_one_capsule_to_a_split_share():
+    """The same visible area costs more split over two capsules than held by one (the square
+    root), an empty capsule costs only the offset, and the weights enter like the other E_u's."""
+    ones = torch.ones(1, 8)
+    whole = torch.zeros(1, 2, 8)
+    whole[0, 0, :4] = 1.0  # capsule 0 holds half the points, capsule 1 none
+    split = torch.zeros(1, 2, 8)
+    split[0, 0, :2] = 1.0
+    split[0, 1, 2:4] = 1.0
+    assert float(usage_loss(split, ones)) > float(usage_loss(whole, ones)) + 0.1
+    assert abs(float(usage_loss(whole, ones)) - (0.5 ** 0.5 + 1e-2) / 2) < 1e-4
+    skewed = torch.tensor([[2.0, 2.0, 2.0, 2.0, 0.0, 0.0, 0.0, 0.0]])  # the held half weighs double
+    assert abs(float(usage_loss(whole, skewed)) - (1.0 ** 0.5 + 1e-2) / 2) < 1e-4
+
+
+def test_usage_enters_the_total_with_its_weight():
+    torch.manual_seed(0)
+    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8)))
+    gen = torch.Generator().manual_seed(3)
+    img0, img1 = torch.rand(2, 4, 3, H, W, generator=gen)
+    cfg = train_config(model=model.config, points=0, smooth_points=0, w_usage=0.5)
+    on = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
+    off = pair_loss(model, img0, img1, cfg.replace(w_usage=0.0), torch.Generator().manual_seed(0))
+    assert float(on.usage.detach()) > 0 and float(off.usage) == 0.0
+    assert torch.allclose(on.total, off.total + 0.5 * on.usage, atol=1e-6)
