@@ -154,7 +154,6 @@ class TrainConfig:
     w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
     w_usage: float = 0.0  # losses.usage_loss, mean_k sqrt(E_u Lambda+_k); 0 = off (the paper)
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
-    mask_prior_anneal: float = 0.0  # fade the decoder's disc prior out over this fraction (0 = keep)
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
     grad_clip: float = 1.0  # 0 = off; below 0, torch's clipping would flip the gradient
     # bf16 autocast of the network: True, False, or "auto" (on where the hardware computes bf16
@@ -185,9 +184,8 @@ class TrainConfig:
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
         if self.bf16 not in (True, False, "auto"):
             raise FlowcapsError(f"bf16 must be true, false or auto, got {self.bf16!r}")
-        for name in ("prior_anneal", "mask_prior_anneal"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise FlowcapsError(f"{name} must be a fraction of the run in [0, 1], got {getattr(self, name)}")
+        if not 0 <= self.prior_anneal <= 1:
+            raise FlowcapsError(f"prior_anneal must be a fraction of the run in [0, 1], got {self.prior_anneal}")
         if self.mix_data is not None and not self.mix_data.strip():
             raise FlowcapsError("mix_data must name a dataset folder (or be null for none)")
         if not 0 <= self.mix_first < 1 or (self.mix_first > 0 and self.mix_data is None):

@@ -156,9 +156,6 @@ class MaskDecoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.prior = cfg.mask_prior
-        # The disc prior's gain; the trainer can fade it out (TrainConfig.mask_prior_anneal), so
-        # that a capsule at its scale floor can still draw a part larger or longer than the disc.
-        self.register_buffer("prior_gain", torch.ones(()))
         self.in_s = nn.Linear(cfg.shape_dim, cfg.dec_hidden)
         self.in_v = nn.Linear(2, cfg.dec_hidden, bias=False)
         hidden: list[nn.Module] = []
@@ -182,8 +179,7 @@ class MaskDecoder(nn.Module):
         if self.prior:
             # A fixed disc of unit radius in the canonical frame: masks start as blobs the size
             # of the pose's scale; the MLP learns the difference from it.
-            gain = self.prior * self.prior_gain  # ()
-            logit = logit + (gain * (1 - (v.float() ** 2).sum(-1))).to(logit.dtype)
+            logit = logit + self.prior * (1 - (v.float() ** 2).sum(-1)).to(logit.dtype)
         return logit
 
 
@@ -219,12 +215,10 @@ class FlowCapsules(nn.Module):
             self.shape_embed = nn.Parameter(0.5 * torch.randn(config.num_capsules, config.shape_dim))
 
     def load_weights(self, state: dict[str, torch.Tensor]) -> None:
-        """`load_state_dict`, accepting checkpoints from before the priors' gains were stored."""
+        """`load_state_dict`, accepting checkpoints from before the prior's gain was stored."""
         state = dict(state)
-        for name in ("encoder.prior_gain", "decoder.prior_gain"):
-            owner = getattr(self, name.split(".")[0])
-            if hasattr(owner, "prior_gain") and name not in state:
-                state[name] = torch.ones(())
+        if hasattr(self.encoder, "prior_gain") and "encoder.prior_gain" not in state:
+            state["encoder.prior_gain"] = torch.ones(())
         self.load_state_dict(state)
 
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -129,7 +129,7 @@ def _lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
 
 
 def _fade(progress: float, span: float) -> float:
-    """1 at the start, falling linearly to 0 at `span` of the run (prior_anneal, mask_prior_anneal)."""
+    """1 at the start, falling linearly to 0 at `span` of the run (prior_anneal)."""
     return max(0.0, 1.0 - progress / span)
 
 
@@ -210,8 +210,6 @@ class FlowcapsTask(trainloop.Task):
         center_scale = min(1.0, ctx.fraction / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
         if cfg.prior_anneal > 0 and hasattr(self.model.encoder, "prior_gain"):
             self.model.encoder.prior_gain.fill_(_fade(ctx.fraction, cfg.prior_anneal))
-        if cfg.mask_prior_anneal > 0:
-            self.model.decoder.prior_gain.fill_(_fade(ctx.fraction, cfg.mask_prior_anneal))
         # A tensor, not a float: torch.compile would specialise (recompile) on every value.
         terms = loss_fn(img0, img1, gen, torch.tensor(center_scale, device=ctx.device))
         return terms.total, {n: getattr(terms, n) for n in TERM_FIELDS}
