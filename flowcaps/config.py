@@ -21,6 +21,7 @@ TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 ENC_STEMS = ("pool", "space_to_depth", "strided")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
 CENTER_FORMS = ("spread", "spread_image")
+CENTER_MASKS = ("amodal", "visible")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
 
 
@@ -148,6 +149,9 @@ class TrainConfig:
     w_center: float = 1e-2
     center_form: str = "spread"  # E_u[Lambda |v|^2] (the paper) or "spread_image": E_u[Lambda |u - t|^2]
     center_warmup: float = 0.0  # w_center ramps up from 0 over this fraction of the run
+    # The masks the centre term weighs: "amodal" Lambda_k (the paper), or "visible" Lambda+_k,
+    # which leaves a capsule's hidden part free to extend under the capsules in front of it.
+    center_masks: str = "amodal"
     # Flat-colour layered appearance term (losses.appearance_loss); 0 = off (the paper).
     w_appearance: float = 0.0
     appearance_background: str = "colour"  # its background layer: a flat colour, or "still" (frame 1)
@@ -173,7 +177,7 @@ class TrainConfig:
     def validate(self) -> None:
         self.model.validate()
         for name, allowed in (("device", DEVICES), ("lr_schedule", SCHEDULES),
-                              ("center_form", CENTER_FORMS),
+                              ("center_form", CENTER_FORMS), ("center_masks", CENTER_MASKS),
                               ("appearance_background", APPEARANCE_BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")

@@ -158,3 +158,18 @@ def test_usage_enters_the_total_with_its_weight():
     off = pair_loss(model, img0, img1, cfg.replace(w_usage=0.0), torch.Generator().manual_seed(0))
     assert float(on.usage.detach()) > 0 and float(off.usage) == 0.0
     assert torch.allclose(on.total, off.total + 0.5 * on.usage, atol=1e-6)
+
+
+def test_centre_term_weighs_the_visible_masks_when_asked():
+    """center_masks="visible" weighs Lambda+ (with front-to-back compositing at most Lambda), so
+    the term can only fall, and the other terms stay as they are."""
+    torch.manual_seed(0)
+    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8), layering="over"))
+    gen = torch.Generator().manual_seed(3)
+    img0, img1 = torch.rand(2, 4, 3, H, W, generator=gen)
+    cfg = train_config(model=model.config, points=0, smooth_points=0)
+    amodal = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
+    visible = pair_loss(model, img0, img1, cfg.replace(center_masks="visible"),
+                        torch.Generator().manual_seed(0))
+    assert 0 < float(visible.center) < float(amodal.center)
+    assert torch.allclose(visible.render, amodal.render)
