@@ -142,8 +142,8 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
         smooth = phi.new_zeros(())
 
     # Weighting the masks makes every E_u in the centre loss importance-weighted as well.
-    weighed = pm.visible if cfg.center_masks == "visible" else pm.masks  # (B, K, P + 2 Ps)
-    center = center_loss(weighed[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
+    weighed = vis if cfg.center_masks == "visible" else pm.masks[:, :, :p]  # (B, K, P)
+    center = center_loss(weighed * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
              + cfg.w_appearance * appearance + cfg.w_slow * slow + cfg.w_usage * usage)

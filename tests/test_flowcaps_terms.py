@@ -1,4 +1,5 @@
-"""The loss terms beyond the paper's (appearance, slow), the blur pyramid, colour shuffle."""
+"""The loss terms beyond the paper's (appearance, slow, usage), the blur pyramid, colour shuffle."""
+import pytest
 import torch
 
 from flowcaps.losses import appearance_loss, pair_loss, shuffle_channels, slow_loss, usage_loss
@@ -121,16 +122,23 @@ def test_slow_is_the_mean_squared_flow_in_pixels():
     assert abs(float(slow_loss(moving, skewed, (32, 32))) - 1.6 ** 2) < 1e-5
 
 
-def test_slow_enters_the_total_with_its_weight():
+def _moving_pair(**model_kw):
+    """A tiny model and two random frames of 4 images (the capsules move between them)."""
     torch.manual_seed(0)
-    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8)))
-    gen = torch.Generator().manual_seed(3)
-    img0, img1 = torch.rand(2, 4, 3, H, W, generator=gen)  # two frames: the capsules move
-    cfg = train_config(model=model.config, points=0, smooth_points=0, w_slow=0.5)
+    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8), **model_kw))
+    img0, img1 = torch.rand(2, 4, 3, H, W, generator=torch.Generator().manual_seed(3))
+    return model, img0, img1
+
+
+@pytest.mark.parametrize("term", ["slow", "usage"])
+def test_optional_term_enters_the_total_with_its_weight(term):
+    model, img0, img1 = _moving_pair()
+    cfg = train_config(model=model.config, points=0, smooth_points=0, **{f"w_{term}": 0.5})
     on = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
-    off = pair_loss(model, img0, img1, cfg.replace(w_slow=0.0), torch.Generator().manual_seed(0))
-    assert float(on.slow.detach()) > 0 and float(off.slow) == 0.0
-    assert torch.allclose(on.total, off.total + 0.5 * on.slow, atol=1e-6)
+    off = pair_loss(model, img0, img1, cfg.replace(**{f"w_{term}": 0.0}),
+                    torch.Generator().manual_seed(0))
+    assert float(getattr(on, term).detach()) > 0 and float(getattr(off, term)) == 0.0
+    assert torch.allclose(on.total, off.total + 0.5 * getattr(on, term), atol=1e-6)
 
 
 def test_usage_prefers_one_capsule_to_a_split_share():
@@ -148,25 +156,10 @@ def test_usage_prefers_one_capsule_to_a_split_share():
     assert abs(float(usage_loss(whole, skewed)) - (1.0 ** 0.5 + 1e-2) / 2) < 1e-4
 
 
-def test_usage_enters_the_total_with_its_weight():
-    torch.manual_seed(0)
-    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8)))
-    gen = torch.Generator().manual_seed(3)
-    img0, img1 = torch.rand(2, 4, 3, H, W, generator=gen)
-    cfg = train_config(model=model.config, points=0, smooth_points=0, w_usage=0.5)
-    on = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
-    off = pair_loss(model, img0, img1, cfg.replace(w_usage=0.0), torch.Generator().manual_seed(0))
-    assert float(on.usage.detach()) > 0 and float(off.usage) == 0.0
-    assert torch.allclose(on.total, off.total + 0.5 * on.usage, atol=1e-6)
-
-
 def test_centre_term_weighs_the_visible_masks_when_asked():
     """center_masks="visible" weighs Lambda+ (with front-to-back compositing at most Lambda), so
     the term can only fall, and the other terms stay as they are."""
-    torch.manual_seed(0)
-    model = FlowCapsules(model_config(image_size=H, enc_channels=(8, 8), layering="over"))
-    gen = torch.Generator().manual_seed(3)
-    img0, img1 = torch.rand(2, 4, 3, H, W, generator=gen)
+    model, img0, img1 = _moving_pair(layering="over")
     cfg = train_config(model=model.config, points=0, smooth_points=0)
     amodal = pair_loss(model, img0, img1, cfg, torch.Generator().manual_seed(0))
     visible = pair_loss(model, img0, img1, cfg.replace(center_masks="visible"),
