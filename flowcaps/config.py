@@ -20,7 +20,7 @@ LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 ENC_STEMS = ("pool", "space_to_depth", "strided")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
-CENTER_FORMS = ("spread", "spread_image")
+CENTER_FORMS = ("spread", "spread_image", "variance_image")
 CENTER_MASKS = ("amodal", "visible")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
 
@@ -147,7 +147,9 @@ class TrainConfig:
     both_directions: bool = False  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
     w_center: float = 1e-2
-    center_form: str = "spread"  # E_u[Lambda |v|^2] (the paper) or "spread_image": E_u[Lambda |u - t|^2]
+    # E_u[Lambda |v|^2] (the paper), "spread_image": E_u[Lambda |u - t|^2], or "variance_image":
+    # that over E_u[Lambda], which does not grow with the mask's mass (losses.center_loss)
+    center_form: str = "spread"
     center_warmup: float = 0.0  # w_center ramps up from 0 over this fraction of the run
     # The masks the centre term weighs: "amodal" Lambda_k (the paper), or "visible" Lambda+_k,
     # which leaves a capsule's hidden part free to extend under the capsules in front of it.

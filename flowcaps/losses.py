@@ -11,10 +11,10 @@ paper's loss is the first three terms.
   sigmas: flat-coloured shapes only give a photometric gradient in a ~1 px edge band, blurring
   widens that basin. sigma 0 alone is the paper's loss.
 - L_smooth: squared finite differences of Phi to the +1 px neighbours in x and y (pixels^2).
-- L_center: each mask sits at its canonical origin, averaged over capsules, in one of two forms
+- L_center: each mask sits at its canonical origin, averaged over capsules, in one of three forms
   (TrainConfig.center_form): the mask-weighted squared distance E_u[Lambda_k |v|^2] with
-  v = P_k^-1 u ("spread", the paper's), or the same in image units E_u[Lambda_k |u - t_k|^2]
-  ("spread_image").
+  v = P_k^-1 u ("spread", the paper's), the same in image units E_u[Lambda_k |u - t_k|^2]
+  ("spread_image"), or that over the mask's mass E_u[Lambda_k] ("variance_image").
 - L_appearance (ours): the visible layers, each filled with its mean colour, rebuild the frame
   (`appearance_loss`).
 - L_slow (ours): E_u |Phi(u)|^2 in pixels^2, the slowest of the flows the other terms cannot
@@ -211,12 +211,24 @@ def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     return (((recon - target) ** 2).sum(1) * weight).mean()
 
 
+VARIANCE_EPS = 1e-3  # "variance_image": the mass offset, a share of the points
+
+
 def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form: str) -> torch.Tensor:
-    """masks (B, K, P), v (B, K, P, 2), scale (B, K) -> scalar, averaged over B and K."""
+    """masks (B, K, P), v (B, K, P, 2), scale (B, K) -> scalar, averaged over B and K.
+
+    The spreads grow with a mask's mass, so cutting a large part among several capsules lowers
+    them; "variance_image" divides by the mass: an empty capsule costs nothing and a part
+    whole in one capsule costs less than the same part cut in two.
+    """
     d2 = (v ** 2).sum(-1)  # (B, K, P) = |v|^2
-    if form == "spread_image":
+    if form != "spread":
         d2 = d2 * scale[..., None] ** 2  # (B, K, P) = |u - t|^2
-    return (masks * d2).mean(2).mean()  # E_u over the points, then B, K
+    moment = (masks * d2).mean(2)  # (B, K) E_u over the points
+    if form == "variance_image":
+        # the offset (a share of the points) keeps an all but empty capsule's ratio bounded
+        moment = moment / (masks.mean(2) + VARIANCE_EPS)  # (B, K)
+    return moment.mean()
 
 
 def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
