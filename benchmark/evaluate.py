@@ -22,8 +22,10 @@ from benchmark.datasets import (TRAIN_FEATURES, read_checked, read_manifest_chec
 from benchmark.errors import BenchmarkError
 from benchmark.metrics import AriScore, FlowScore, SegmentationScore
 from benchmark.registry import LoadedModel, Method, Prediction
+from trainloop.allocator import release_freed_memory
 
 EVAL_BATCH = 25  # a batch's activations stay small enough to be reused (docs/benchmark.md)
+TRIM_EVERY = 20  # batches between handing the heap's free pages back (docs/benchmark.md)
 TEST_FIELDS = ("frames", "amodal", "visible", "flow", "present", "label")
 
 
@@ -81,6 +83,8 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
             flow.update(pred.flow, gt_flow, vis)
         ari.update(pred.visible, vis)
         test_feats.append(pred.features)
+        if (i // EVAL_BATCH) % TRIM_EVERY == TRIM_EVERY - 1:
+            release_freed_memory()
     fields = ("frames", "label") + (("flow",) if "flow" in method.uses_ground_truth else ())
     train = read_checked(data_root, "train", fields, TRAIN_FEATURES)
     train_flow = train.get("flow")
