@@ -204,7 +204,8 @@ def test_center_loss_forms_by_hand():
     assert abs(float(center_loss(masks, v, scale, "spread_image")) - 8.0) < 1e-5
     # variance: that over the mass 2 / 3 (plus the offset)
     from flowcaps.losses import VARIANCE_EPS
-    assert abs(float(center_loss(masks, v, scale, "variance_image")) - 8.0 / (2 / 3 + VARIANCE_EPS)) < 1e-4
+    variance = float(center_loss(masks, v, scale, "variance_image"))
+    assert abs(variance - 8.0 / (2 / 3 + VARIANCE_EPS)) < 1e-4
 
 
 def _disc_pieces(split: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -214,7 +215,7 @@ def _disc_pieces(split: bool) -> tuple[torch.Tensor, torch.Tensor]:
     u = torch.stack(torch.meshgrid(ax, ax, indexing="xy"), -1).reshape(-1, 2)  # (P, 2)
     disc = ((u ** 2).sum(-1) < 0.8 ** 2).float()  # (P,)
     left = disc * (u[:, 0] < 0).float()  # (P,)
-    masks = torch.stack([left, disc - left]) if split else torch.stack([disc, torch.zeros_like(disc)])
+    masks = torch.stack([left, disc - left] if split else [disc, torch.zeros_like(disc)])  # (2, P)
     t = (masks[..., None] * u).sum(1) / masks.sum(1).clamp_min(1)[:, None]  # (2, 2)
     return masks[None], (u[None] - t[:, None])[None]  # (1, 2, P), (1, 2, P, 2)
 
@@ -226,5 +227,7 @@ def test_center_variance_prefers_a_part_whole_where_the_spread_prefers_it_cut():
 
     scale = torch.ones(1, 2)
     whole, cut = _disc_pieces(False), _disc_pieces(True)
-    assert center_loss(*cut, scale, "spread_image") < 0.8 * center_loss(*whole, scale, "spread_image")
-    assert center_loss(*whole, scale, "variance_image") < 0.9 * center_loss(*cut, scale, "variance_image")
+    spread = [float(center_loss(*m, scale, "spread_image")) for m in (whole, cut)]
+    variance = [float(center_loss(*m, scale, "variance_image")) for m in (whole, cut)]
+    assert spread[1] < 0.8 * spread[0]  # measured 0.64
+    assert variance[0] < 0.9 * variance[1]  # measured 0.79

@@ -1,4 +1,5 @@
-"""The allocator thresholds: a freed block is reused without new page faults, and handed back on request."""
+"""The allocator thresholds: a freed block is reused without new page faults, and handed back
+on request."""
 import platform
 import subprocess
 import sys
@@ -35,7 +36,6 @@ def test_kept_memory_is_reused_without_page_faults():
 # With the thresholds raised, a freed 256 MiB block at the heap's top stays resident until the
 # heap is trimmed; prints the resident MiB after the free, then after release_freed_memory().
 TRIM_PROBE = """
-import sys
 from trainloop.allocator import keep_freed_memory, release_freed_memory
 assert keep_freed_memory()
 resident = lambda: int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
