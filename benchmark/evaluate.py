@@ -5,7 +5,8 @@ Letters: B batch, T frames, K capsules, H = W image side, F feature size.
 Masks and flow are scored on frame 0 of each test pair, the frame whose grid the flow lives on,
 against the slots the data's manifest names (each its own target); data whose Table 1 rows are
 groups of slots (the articulated figure's whole limbs, `datasets.targets`) is scored on those
-groups as well, under the record's "groups".
+groups as well, under the record's "groups", with each group's parts-union score beside it
+(`benchmark.parts_union`, under "groups" -> "parts_union").
 A method that declares `uses_ground_truth = ("flow",)` gets the test pair's ground-truth flow;
 no other method ever sees it.
 """
@@ -21,6 +22,7 @@ from benchmark.datasets import (TRAIN_FEATURES, read_checked, read_manifest_chec
                                 to_flow, to_images)
 from benchmark.errors import BenchmarkError
 from benchmark.metrics import AriScore, FlowScore, SegmentationScore
+from benchmark.parts_union import MAX_MEMBERS, PartsUnionScore
 from benchmark.registry import LoadedModel, Method, Prediction
 from trainloop.allocator import release_freed_memory
 
@@ -61,7 +63,7 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
         raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px images but "
                              f"{data_root} holds {size} px; pass matching --data")
     slots, groups = targets(read_manifest_checked(data_root))
-    seg = grouped = None
+    seg = grouped = union = None
     flow, ari = FlowScore(), AriScore()
     test_feats = []
     bar = tqdm(range(0, n, EVAL_BATCH), desc="evaluate test", unit="batch", disable=not progress)
@@ -79,6 +81,11 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
                                                    members=tuple(groups.values()))
             grouped.update(pred.masks, pred.visible, test["amodal"][i:j, 0], vis,
                            test["present"][i:j])
+            if all(len(m) <= MAX_MEMBERS for m in groups.values()):
+                union = union or PartsUnionScore(K=K, names=tuple(groups),
+                                                 members=tuple(groups.values()))
+                union.update(pred.masks, pred.visible, test["amodal"][i:j, 0], vis,
+                             test["present"][i:j])
         if pred.flow is not None:
             flow.update(pred.flow, gt_flow, vis)
         ari.update(pred.visible, vis)
@@ -95,6 +102,9 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
     out = {**seg.compute(), **flow.compute(), **ari.compute()}
     if grouped is not None:
         out["groups"] = grouped.compute()
+    if union is not None:
+        out["groups"]["parts_union"] = union.compute(out["assignment"],
+                                                     out["visible_assignment"], slots)
     out.update(classification_metrics(np.concatenate(train_feats), train["label"],
                                       np.concatenate(test_feats), test["label"], random_state,
                                       standardised=method.standardise_features))

@@ -228,9 +228,13 @@ def test_a_method_is_told_the_slots_its_training_data_names(tmp_path, monkeypatc
                                    out=str(tmp_path / "artic"), workers=1), progress=False)
     seen = []
     toy = register_toy(config=lambda self, spec: seen.append(spec.slots) or {})
-    run(RunRequest(method=toy.name, dataset="articulated", profile="smoke", data=root),
-        progress=False, echo=lambda _: None)
+    [path] = run(RunRequest(method=toy.name, dataset="articulated", profile="smoke", data=root),
+                 progress=False, echo=lambda _: None)
     assert seen == [figure.PARTS]
+    groups = json.loads(Path(path).read_text())["metrics"]["groups"]
+    # the whole limbs, scored by one capsule and by the union of their parts' capsules
+    assert set(groups["amodal_iou"]) == set(groups["parts_union"]["amodal_iou"]) == {
+        "torso", "left leg", "right leg", "all"}
 
 
 def test_a_method_refuses_a_profile_it_does_not_support_before_any_work(tmp_path, monkeypatch,
