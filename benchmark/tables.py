@@ -314,7 +314,9 @@ def _stand_in_rows(t: Table, records: list[dict], cols: list[tuple[str, str]], m
     t.notes.append(f"{spec.DATASET_TITLES[ds]}: geogen's articulated figures (ten rigid parts "
                    f"in a kinematic tree); each row scores a whole part as the paper's Exercise "
                    f"rows do (a leg: its upper and lower leg together), \"all\" over the three; "
-                   f"every part's own numbers are in the records.")
+                   f"every part's own numbers are in the records, and in those scored since "
+                   f"2026-12-05 each limb scored by its parts' capsules together "
+                   f"(groups.parts_union, docs/benchmark.md).")
 
 
 def _fill_cmds(older: list[dict], method: str, dataset: str, profile: str | None) -> list[str]:
