@@ -150,6 +150,10 @@ class Method(Protocol):
     # runner passes `gt_flow` to predict only when "flow" is here; records and tables say so.
     uses_ground_truth: tuple[str, ...]
     amodal: bool  # whether Prediction.masks are amodal (False: visible-only masks)
+    # Whether nothing in the model ties a mask to a kind of part (R-NEM's groups: one network
+    # for every group, a random start), so that one mask per slot over the whole test set is
+    # no score of its masks; Table 1b then shows its per-image assignment (docs/benchmark.md).
+    interchangeable_groups: bool
     tables: tuple[int, ...]  # the paper's tables it fills: 1 segmentation, 2 clustering
     clip_frames: int  # frames per training clip; evaluation always uses the 2-frame test pairs
     # Whether k-means standardises each feature first (benchmark.clustering). False where the
@@ -205,6 +209,7 @@ METHOD_DEFAULTS: dict[str, Any] = {
                 "quick": "not stated by the method"},
     "uses_ground_truth": (),
     "amodal": True,
+    "interchangeable_groups": False,
     "tables": (1, 2),
     "clip_frames": 2,
     "standardise_features": True,
@@ -256,6 +261,9 @@ def _check_declaration(m: Any) -> None:
         raise ValueError(f"{where}: tables may name {TABLES}, got {m.tables}")
     if not isinstance(m.clip_frames, int) or m.clip_frames < 2:
         raise ValueError(f"{where}: clip_frames must be an integer >= 2, got {m.clip_frames}")
+    if not isinstance(m.interchangeable_groups, bool):
+        raise ValueError(f"{where}: interchangeable_groups must be a bool, "
+                         f"got {m.interchangeable_groups!r}")
     if not isinstance(m.standardise_features, bool):
         raise ValueError(f"{where}: standardise_features must be a bool, "
                          f"got {m.standardise_features!r}")

@@ -38,7 +38,7 @@ from benchmark.profiles import by_rank
 
 NOT_PUBLIC = "not public"
 NO_CEILING = "ceiling: -"  # a visible-only method's Table 1a cell where no record has one
-AMODAL_MARK, GT_MARK, RULE_MARK = "†", "‡", "§"
+AMODAL_MARK, GT_MARK, RULE_MARK, PER_IMAGE_MARK = "†", "‡", "§", "¶"
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,27 @@ def _gt_note(labels: list[str]) -> list[str]:
     return [f"{GT_MARK} {', '.join(labels)}: {verb} the ground-truth flow at test time."]
 
 
+def _interchangeable(m: Any) -> bool:
+    return m is not None and bool(getattr(m, "interchangeable_groups", False))
+
+
+def _visible_key(m: Any) -> str:
+    """The visible IoU a method's Table 1b cells show: the per-image assignment's where its
+    groups are interchangeable (no group stands for a kind of part), else the fixed one's."""
+    return "visible_iou_per_image" if _interchangeable(m) else "visible_iou"
+
+
+def _per_image_note(labels: list[str]) -> list[str]:
+    """One note for every method whose Table 1b cells use the per-image assignment."""
+    if not labels:
+        return []
+    return [f"{PER_IMAGE_MARK} {', '.join(labels)}: interchangeable groups (one network for "
+            f"every group, a random start), so our cells match masks to parts per image (the "
+            f"paper does not say how it matched them); under the fixed assignment even a perfect "
+            f"segmentation of Geo scores 0.549 in R-NEM's order (docs/benchmark.md); the records "
+            f"hold both."]
+
+
 def _visible_only_note(labels: list[str]) -> list[str]:
     """One note for every visible-only method of Table 1a (none: no note)."""
     if not labels:
@@ -301,7 +322,8 @@ def _stand_in_rows(t: Table, records: list[dict], cols: list[tuple[str, str]], m
                 cells.append(Cell(ceiling=ceil.values.get(part), sources=(ceil.source,))
                              if ceil else Cell(na="ceiling: -"))
                 continue
-            c = _select(records, name, ds, keep, _part(key, part, groups=True), profile,
+            shown = _visible_key(methods.get(name)) if visible else key
+            c = _select(records, name, ds, keep, _part(shown, part, groups=True), profile,
                         per_image=_part(f"{key}_per_image", part, groups=True))
             cells.append(c)
             if c.profile is None:
@@ -335,14 +357,17 @@ def _fill_cmds(older: list[dict], method: str, dataset: str, profile: str | None
 def table1_visible(records: list[dict], methods: dict, profile: str | None = None) -> Table:
     """Table 1b: visible IoU of every method, from records scored under the current rule."""
     cols = _methods_of(spec.TABLE1, methods)
-    headers, seeing = [], []
+    headers, seeing, per_image = [], [], []
     for name, label in cols:
         m = methods.get(name)
         sees = m is not None and "flow" in m.uses_ground_truth
-        headers.append(label + (GT_MARK if sees else ""))
+        headers.append(label + (GT_MARK if sees else "")
+                       + (PER_IMAGE_MARK if _interchangeable(m) else ""))
         if sees:
             seeing.append(label)
-    notes = _gt_note(seeing)
+        if _interchangeable(m):
+            per_image.append(label)
+    notes = _gt_note(seeing) + _per_image_note(per_image)
     t = Table(spec.TABLE1_VISIBLE_TITLE, ["dataset", "shape"], headers, notes=notes)
     older = [r for r in records if _no_overrides(r) and not _scored_now(r)
              and r["method"] in dict(cols) and r["dataset"] in spec.DATASETS
@@ -356,8 +381,8 @@ def table1_visible(records: list[dict], methods: dict, profile: str | None = Non
             for name, _ in cols:
                 paper = _paper(1, ds, name, part, name in spec.TABLE1_PAPER_VISIBLE
                                and name in spec.TABLE1.paper_methods)
-                c = _select(records, name, ds, now, _part("visible_iou", part), profile,
-                            per_image=_part("visible_iou_per_image", part), **paper)
+                c = _select(records, name, ds, now, _part(_visible_key(methods.get(name)), part),
+                            profile, per_image=_part("visible_iou_per_image", part), **paper)
                 cells.append(c)
                 if c.profile is None:
                     t.missing.update(_fill_cmds(older, name, ds, profile))

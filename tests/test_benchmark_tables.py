@@ -79,7 +79,7 @@ def test_table1_mean_std_paper_and_missing_cells():
     v = tables.table1_visible(recs, load_methods())
     assert _cell(v, ["Geo", "all"], "PSD‡").theirs() == "0.88"  # visible masks, sees flow
     assert _cell(v, ["Geo+", "all"], "PSD‡").theirs() == "n/r"  # the paper has no number
-    assert _cell(v, ["Exercise", "left leg"], "R-NEM").theirs() == "0.29"
+    assert _cell(v, ["Exercise", "left leg"], "R-NEM¶").theirs() == "0.29"
     assert _cell(v, ["Geo", "all"], "FlowCapsules").theirs() == ""  # its paper cell is 1a's
 
 
@@ -107,11 +107,27 @@ def test_visible_only_methods_show_the_ceiling_in_1a_and_their_visible_iou_in_1b
     assert float(vis["ours_per_image_mean"]) == pytest.approx(0.37)
 
 
+def test_interchangeable_groups_show_their_per_image_visible_iou_in_1b(register_toy):
+    # R-NEM's groups stand for no kind of part: its 1b cells are the per-image assignment's
+    # (the records' visible_iou_per_image, here visible + 0.01); other methods keep the fixed.
+    toy = register_toy(name="toy-groups", title="Toy Groups", amodal=False,
+                       interchangeable_groups=True, tables=(1,))
+    recs = [_rec(method="rnem", visible=0.20), _rec(method=toy.name, visible=0.30),
+            _rec(method="psd", visible=0.35)]
+    v = tables.table1_visible(recs, load_methods())
+    assert _cell(v, ["Geo", "all"], "R-NEM¶").ours() == "0.210 (quick)"
+    assert _cell(v, ["Geo", "all"], "Toy Groups¶").ours() == "0.310 (quick)"
+    assert _cell(v, ["Geo", "all"], "PSD‡").ours() == "0.350 (quick)"
+    assert any(n.startswith("¶ R-NEM, Toy Groups: interchangeable groups") for n in v.notes)
+    with pytest.raises(ValueError, match="interchangeable_groups must be a bool"):
+        register_toy(name="toy-bad", interchangeable_groups="yes")
+
+
 def test_records_of_the_former_rule_stay_out_of_1b_and_are_named():
     old_kept = _rec(method="rnem", all_iou=0.27, checkpoint_sha256="ab" * 32)
     old_lost = _rec(method="rnem", seed=1, all_iou=0.07)
     v = tables.table1_visible([old_kept, old_lost], load_methods())
-    assert _cell(v, ["Geo", "all"], "R-NEM").ours() == "-"
+    assert _cell(v, ["Geo", "all"], "R-NEM¶").ours() == "-"
     assert ("flowbench run rnem --dataset geo --profile quick --seeds 0 --checkpoint "
             "checkpoints/rnem_geo.pt") in v.missing  # its checkpoint is committed: re-score it
     assert any("former segmentation rule" in n and "R-NEM on Geo (quick, seeds 0, 1)" in n
