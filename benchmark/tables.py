@@ -217,10 +217,10 @@ def _per_image_note(labels: list[str]) -> list[str]:
     if not labels:
         return []
     return [f"{PER_IMAGE_MARK} {', '.join(labels)}: interchangeable groups (one network for "
-            f"every group, a random start), so our cells match masks to parts per image (the "
-            f"paper does not say how it matched them); under the fixed assignment even a perfect "
-            f"segmentation of Geo scores 0.549 in R-NEM's order (docs/benchmark.md); the records "
-            f"hold both."]
+            f"every group, a random start: no group stands for a kind of part), so our cells "
+            f"match masks to parts per image, where the fixed assignment would score the "
+            f"groups' order rather than the masks (docs/benchmark.md); the paper does not say "
+            f"how it matched them; the records hold both."]
 
 
 def _visible_only_note(labels: list[str]) -> list[str]:
