@@ -63,6 +63,7 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
         raise BenchmarkError(f"the checkpoint expects {loaded.image_size} px images but "
                              f"{data_root} holds {size} px; pass matching --data")
     slots, groups = targets(read_manifest_checked(data_root))
+    unions = bool(groups) and all(len(m) <= MAX_MEMBERS for m in groups.values())
     seg = grouped = union = None
     flow, ari = FlowScore(), AriScore()
     test_feats = []
@@ -81,7 +82,7 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
                                                    members=tuple(groups.values()))
             grouped.update(pred.masks, pred.visible, test["amodal"][i:j, 0], vis,
                            test["present"][i:j])
-            if all(len(m) <= MAX_MEMBERS for m in groups.values()):
+            if unions:
                 union = union or PartsUnionScore(K=K, names=tuple(groups),
                                                  members=tuple(groups.values()))
                 union.update(pred.masks, pred.visible, test["amodal"][i:j, 0], vis,

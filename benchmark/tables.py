@@ -203,7 +203,7 @@ def _gt_note(labels: list[str]) -> list[str]:
 
 
 def _interchangeable(m: Any) -> bool:
-    return m is not None and bool(getattr(m, "interchangeable_groups", False))
+    return m is not None and m.interchangeable_groups  # registry.register fills the default
 
 
 def _visible_key(m: Any) -> str:
