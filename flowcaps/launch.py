@@ -62,13 +62,9 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
     cmd = [sys.executable, "-m", "torch.distributed.run", *rdzv.torchrun_args(ranks),
            "-m", "flowcaps.cli", "train", str(data),
            "--config", str(spec)] + ([] if progress else ["--quiet"])
-    # OMP_NUM_THREADS silences torchrun's notice; each rank sets its own threads anyway.
-    # LOGLEVEL=ERROR keeps torchrun's warnings ("Sending process ... closing signal") out of a
-    # stopped run's output; its errors still show.
     error_file = out / RANK_ERROR
     error_file.unlink(missing_ok=True)  # a killed run's
-    env = {"LOGLEVEL": "ERROR", **os.environ, "OMP_NUM_THREADS": "1",
-           ERROR_ENV: str(error_file.absolute())}
+    env = torchrun_env(error_file)
     # torchrun runs in its own session, so a Ctrl-C (or SIGTERM) reaches this process alone,
     # which hands each rank one SIGINT: the ranks save their checkpoint and exit 0, and torchrun
     # with them, quietly (SIGINT to torchrun itself ends in its traceback). Left to the terminal's
@@ -113,6 +109,18 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
         raise FlowcapsError(f"training with {ranks} process(es){where} (torchrun) failed with "
                             f"exit status {code}; its error is printed above")
     return model
+
+
+def torchrun_env(error_file: Path) -> dict[str, str]:
+    """The environment torchrun and its ranks run in. OMP_NUM_THREADS silences torchrun's notice
+    (each rank sets its own threads anyway). The three log levels keep the warnings of a stopping
+    run out of its one-line message, its errors still shown: LOGLEVEL torchrun's agent ("Sending
+    process ... closing signal"); TORCH_LOGS the rendezvous ("failed to shutdown the rendezvous")
+    and TORCH_CPP_LOG_LEVEL the c10d store ("recvVector failed ... Connection reset by peer"), both
+    printed by the node left behind when the node hosting the rendezvous stops first. A user's own
+    settings of the three win."""
+    quiet = {"LOGLEVEL": "ERROR", "TORCH_LOGS": "-distributed", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+    return {**quiet, **os.environ, "OMP_NUM_THREADS": "1", ERROR_ENV: str(error_file.absolute())}
 
 
 def report_to_parent(message: str) -> bool:

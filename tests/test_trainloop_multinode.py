@@ -131,3 +131,22 @@ def test_each_node_starts_its_share_of_the_ranks(monkeypatch):
     cfg = smoke().replace(cpu_ranks=2)
     assert launch.ranks_for(cfg, "cpu", Rendezvous(2, endpoint="h:1")) == 2
     assert launch.per_rank_config(cfg, 2 * 2).batch_size == cfg.batch_size // 4
+
+
+def test_torchrun_runs_with_the_stopping_warnings_quiet_and_a_users_levels_kept(tmp_path, monkeypatch):
+    """The node left behind when the rendezvous host stops first printed a c10d store warning and
+    a rendezvous warning before its one-line message (seen once in CI); both are warnings, both
+    quiet under torchrun's environment, and an error still prints."""
+    for name in ("LOGLEVEL", "TORCH_LOGS", "TORCH_CPP_LOG_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    env = launch.torchrun_env(tmp_path / "rank_error.txt")
+    assert env["OMP_NUM_THREADS"] == "1" and env[launch.ERROR_ENV].endswith("rank_error.txt")
+    script = ("import logging, torch\n"
+              "from torch.distributed.elastic.rendezvous import dynamic_rendezvous as d\n"
+              "d.logger.warning('rendezvous warning')\n"
+              "d.logger.error('rendezvous error')\n")
+    said = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert "rendezvous error" in said.stderr and "rendezvous warning" not in said.stderr
+    assert env["TORCH_CPP_LOG_LEVEL"] == "ERROR"  # the store's "recvVector failed" is a warning
+    monkeypatch.setenv("TORCH_LOGS", "+distributed")
+    assert launch.torchrun_env(tmp_path / "e")["TORCH_LOGS"] == "+distributed"
