@@ -108,6 +108,21 @@ def sample_geo_scene(rng: np.random.Generator, size: int, frames: int,
                  colours=colours, background=background)
 
 
+# The variants whose scenes this module draws (geogen.variants): `own_motions` holds for them
+# under translation motion.
+GEO_SCENE_VARIANTS: tuple[str, ...] = ("geo", "geo+")
+
+
+def own_motions(pose: np.ndarray) -> np.ndarray:
+    """Poses (N, T, S, 4) of translation-motion scenes -> (N, S): the one number per part that
+    the generator draws for its own motion, per frame: the circle's m, the square's v, the
+    triangle's h (module docstring). What a model that gives each part a latent dimension of
+    its own (PSD) should encode; read from frames 0 and 1."""
+    vel = pose[:, 1, :, :2].astype(np.float64) - pose[:, 0, :, :2]     # (N, S, 2) pixels
+    return np.stack([vel[:, 0, 0], vel[:, 1, 1] - vel[:, 0, 1], vel[:, 2, 0] - vel[:, 0, 0]],
+                    -1)                                                  # (N, S)
+
+
 def _add_conformal(rng: np.random.Generator, pose: np.ndarray, centre0: np.ndarray) -> None:
     """Turn translation poses (T, S, 4) into conformal ones in place (module docstring)."""
     turn = rng.uniform(-ROTATION_RANGE, ROTATION_RANGE, size=3)           # (S,) rad per frame

@@ -63,3 +63,16 @@ def test_every_sample_has_its_own_reproducible_stream():
     b = REGISTRY["geo"].draw(sample_rng(7, "test", 11), CONFIG)[0]
     c = REGISTRY["geo"].draw(sample_rng(7, "val", 11), CONFIG)[0]
     assert np.array_equal(a.pose, b.pose) and not np.array_equal(a.pose, c.pose)
+
+
+def test_own_motions_are_the_drawn_numbers_of_each_part(scenes):
+    from geogen.scene import own_motions
+    pose = np.stack([s.pose for s in scenes])  # (N, T, S, 4)
+    m, v, h = own_motions(pose).T  # (N,) each
+    vel = pose[:, 1, :, :2].astype(np.float64) - pose[:, 0, :, :2]  # (N, S, 2)
+    expect = np.stack([np.stack([m, m], -1), np.stack([m, m + v], -1),
+                       np.stack([m + h, m], -1)], 1)  # (N, S, 2): PSD's hierarchy
+    assert np.allclose(vel, expect, atol=1e-3)
+    for f in (m, v, h):  # uniform in [-0.1 L, 0.1 L): std 0.2 L / sqrt(12)
+        assert np.abs(f).max() < 0.1 * L + 1e-3
+        assert abs(f.std() - 0.2 * L / np.sqrt(12)) < 0.05 * L / np.sqrt(12)

@@ -49,6 +49,10 @@ def test_record_extras_hold_the_probe(trained):
     a = len(loaded.config["active_dims"])
     assert np.array(found["test"]["structure"]).shape == (a, a)
     assert {d["part"] for d in found["test"]["dims"]} <= {"circle", "square", "triangle"}
+    codes = found["test"]["factor_codes"]  # Geo: which part's motion each dimension encodes
+    assert [d["dim"] for d in codes["dims"]] == loaded.config["active_dims"]
+    assert set(codes["held"]) == {"circle", "square", "triangle"}
+    assert all(0 <= r <= 1 for d in codes["dims"] for r in d["r2"].values())
 
 
 def test_predict_with_the_ground_truth_flow(trained):

@@ -69,3 +69,37 @@ def test_probe_of_a_small_model():
     assert np.array(out["structure"]).shape == (2, 2)
     assert all(0 <= d["iou"] <= 1 and d["part"] in PARTS for d in out["dims"])
     assert out["structure"] == [[0.0, 0.0], [round(1 / (1 + np.exp(-2.0)), 4), 0.0]]
+
+
+def _coded_case(n=600):
+    """Dimension 5 codes the circle's motion non-linearly, dimension 9 the square's (noise where
+    the square is absent), dimension 2 nothing; the triangle's motion is in no dimension."""
+    rng = np.random.default_rng(1)
+    motions = rng.uniform(-6, 6, (n, 3))  # (N, S)
+    present = np.c_[np.ones(n, bool), rng.random(n) < 0.7, rng.random(n) < 0.7]  # (N, S)
+    mean = np.stack([np.tanh(motions[:, 0] / 3) + rng.normal(0, 0.02, n),
+                     np.where(present[:, 1], motions[:, 1], rng.normal(0, 3, n)),
+                     rng.normal(0, 1, n)], -1)  # (N, A)
+    return mean, [5, 9, 2], motions, present
+
+
+def test_factor_codes_name_the_part_motion_each_dimension_holds():
+    from baselines.psd.probe import factor_codes
+    mean, active, motions, present = _coded_case()
+    out = factor_codes(mean, active, motions, present, PARTS)
+    by_dim = {d["dim"]: d for d in out["dims"]}
+    assert by_dim[5]["part"] == "circle" and by_dim[5]["r2"]["circle"] > 0.9
+    assert by_dim[9]["part"] == "square" and by_dim[9]["r2"]["square"] > 0.95
+    assert max(by_dim[2]["r2"].values()) < 0.1
+    assert out["held"]["square"] > 0.95 and out["held"]["circle"] > 0.85
+    assert out["held"]["triangle"] < 0.05
+    # Only pairs with the part present count: garbage motions of absent parts change nothing.
+    spoilt = motions.copy()
+    spoilt[~present] = 1e3
+    assert factor_codes(mean, active, spoilt, present, PARTS) == out
+
+
+def test_binned_r2_needs_two_samples_a_bin():
+    from baselines.psd.probe import binned_r2
+    x = np.arange(19.0)
+    assert binned_r2(x, x) == 0.0 and binned_r2(np.arange(20.0), np.arange(20.0)) > 0.9

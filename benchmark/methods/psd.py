@@ -101,9 +101,18 @@ class PsdMethod:
         from baselines.psd.probe import probe
         from benchmark.datasets import read_checked, read_manifest_checked
         from geogen.schema import slots_of
-        test = read_checked(data_root, "test", ("frames", "flow", "visible"), PROBE_PAIRS)
+        from geogen.scene import GEO_SCENE_VARIANTS, own_motions
+        manifest = read_manifest_checked(data_root)
+        config = manifest.get("config", {})
+        # Geo's parts each move by one drawn number: say which one each dimension encodes.
+        geo = (config.get("variant") in GEO_SCENE_VARIANTS
+               and config.get("motion", "translation") == "translation")
+        fields = ("frames", "flow", "visible") + (("pose", "present") if geo else ())
+        test = read_checked(data_root, "test", fields, PROBE_PAIRS)
         found = probe(loaded.model, test["frames"][:, 0], test["flow"][:, 0], test["visible"][:, 0],
-                      parts=slots_of(read_manifest_checked(data_root)))
+                      parts=slots_of(manifest),
+                      motions=own_motions(test["pose"]) if geo else None,
+                      present=test["present"] if geo else None)
         meta = (loaded.trained_with or {}).get("meta") or {}
         return {"psd_probe": {"test": found, "train": meta.get("probe")}}
 
