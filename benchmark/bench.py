@@ -92,7 +92,7 @@ def matmul_peak(threads: int, n: int = 2048, reps: int = 10) -> float:
     return 2 * n ** 3 / best / 1e9
 
 
-class _Step:
+class TrainStep:
     """One training step of a subject as trainloop.fit makes it (fresh model, seed 0), in its
     two halves: `forward` (the task's losses) and `backward` (gradients, clip, optimiser)."""
 
@@ -153,7 +153,7 @@ def count_flops(sub: Subject, depth: int = 3) -> tuple[int, dict[str, int]]:
     is twice its forward (once for the first layer, which has no input gradient)."""
     import torch
     torch.set_num_threads(1)
-    step = _Step(sub)
+    step = TrainStep(sub)
     step()  # the optimiser's state exists from here on, as in training
     with flop_mode(depth=depth + 1) as fwd:
         total = step.forward()
@@ -171,7 +171,7 @@ def time_steps(sub: Subject, steps: int, warmup: int = 3) -> dict[str, float]:
     torch.set_num_threads(sub.threads)
     torch.set_flush_denormal(True)
     keep_freed_memory()  # as the shared loop's processes run
-    med, warm_s = median_step(_Step(sub), steps, warmup)
+    med, warm_s = median_step(TrainStep(sub), steps, warmup)
     return {"rows_per_s": len(sub.rows[0]) / med, "step_ms": 1000 * med, "warmup_s": warm_s}
 
 

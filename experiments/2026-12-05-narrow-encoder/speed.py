@@ -12,32 +12,16 @@ import time
 
 import torch
 
-from benchmark.bench import SUBJECTS
-from trainloop import StepContext
+from benchmark.bench import SUBJECTS, TrainStep
 
 # float32 in both: the precision of the CPUs without AVX-512 this is for
 VARIANTS = {"control": {"bf16": False},
             "narrow": {"bf16": False, "model": {"enc_channels": (16, 16, 64, 64), "dec_depth": 2}}}
 
 
-def stepper(as_trained: bool, changes: dict):
-    torch.manual_seed(0)
+def stepper(as_trained: bool, changes: dict) -> tuple[TrainStep, int]:
     sub = SUBJECTS["flowcaps"]("quick", as_trained=as_trained, **changes)
-    task, device = sub.task, torch.device("cpu")
-    model = task.build(device)
-    opt = task.optimizer(model)
-    loss_fn = task.loss_module(model, 1)
-    ctx = StepContext(step=0, epoch=0, fraction=0.5, rank=0, world=1, rows=len(sub.rows[0]),
-                      device=device, state={})
-    gen = torch.Generator().manual_seed(0)
-
-    def step() -> None:
-        total = task.step(loss_fn, sub.rows, gen, ctx)[0]
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), sub.grad_clip or float("inf"))
-        opt.step()
-    return step, len(sub.rows[0])
+    return TrainStep(sub), len(sub.rows[0])
 
 
 def main() -> None:
