@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from baselines.psd.config import ModelConfig, TrainConfig
-from baselines.psd.losses import flow_loss, kl_per_dim, local_l1, psd_loss, structure_l1
+from baselines.psd.errors import PsdError
+from baselines.psd.losses import flow_loss, kl_per_dim, kl_scale, local_l1, psd_loss, structure_l1
 from baselines.psd.model import PSD
 
 
@@ -51,3 +52,26 @@ def test_stage_two_adds_the_sparsity_terms():
     assert float(t2.structure) == pytest.approx(2 * 1 / (1 + math.exp(10)))  # two links at -10
     want = t2.flow + cfg.w_kl * t2.kl + t2.image + 2.0 * t2.structure + 3.0 * t2.local
     assert float(t2.total) == pytest.approx(float(want))
+
+
+def test_kl_warmup_ramps_the_kl_weight_then_holds_it():
+    assert [kl_scale(f, 0.25) for f in (0.0, 0.05, 0.125, 0.25, 0.9)] == pytest.approx(
+        [0.0, 0.2, 0.5, 1.0, 1.0])
+    assert kl_scale(0.0, 0.0) == 1.0  # no warm-up: the full weight from the first step
+    cfg = TrainConfig(model=ModelConfig(image_size=32, latent_dim=4, kernel_hidden=(8,),
+                                        unet_width=4, motion_kernels=(3,)), w_kl=0.5)
+    model = PSD(cfg.model)
+    img, flow = torch.rand(2, 3, 32, 32), torch.randn(2, 2, 32, 32)
+    with torch.no_grad():
+        out = model(img, flow)
+        full = psd_loss(model, out, flow * cfg.model.flow_scale, img, cfg)
+        quarter = psd_loss(model, out, flow * cfg.model.flow_scale, img, cfg, kl_factor=0.25)
+    assert float(full.kl) > 0 and float(quarter.kl) == pytest.approx(float(full.kl))
+    # float32 totals: their difference keeps about four digits
+    assert float(full.total - quarter.total) == pytest.approx(0.75 * 0.5 * float(full.kl), rel=1e-3)
+
+
+@pytest.mark.parametrize("warmup", [-0.1, 0.81])
+def test_kl_warmup_must_end_within_stage_one(warmup):
+    with pytest.raises(PsdError, match="kl_warmup"):
+        TrainConfig(kl_warmup=warmup).validate()

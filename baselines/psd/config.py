@@ -96,6 +96,10 @@ class TrainConfig:
     max_pairs: int | None = None  # train on the first pairs only (None: all)
     w_flow: float = 1.0
     w_kl: float = 0.01  # beta of the KL to N(0, I)
+    # Share of the budget over which the KL weight rises linearly from 0 to w_kl (0: constant
+    # from the start). PSD publishes no schedule; a warm-up is the usual guard against the
+    # dimensions collapsing to the prior before they carry any motion.
+    kl_warmup: float = 0.0
     w_structure: float = 1e-3  # L1 of the structure weights (sparse parent-child relations)
     # L1 of the local (pre-structure) motion maps in stage 2: not in PSD's paper or code.
     w_local: float = 0.0
@@ -121,6 +125,9 @@ class TrainConfig:
                            f"{self.max_minutes}")
         if not 0 < self.stage1_fraction < 1:
             raise PsdError(f"stage1_fraction must be in (0, 1), got {self.stage1_fraction}")
+        if not 0 <= self.kl_warmup <= self.stage1_fraction:
+            raise PsdError(f"kl_warmup must be in [0, stage1_fraction = {self.stage1_fraction}], "
+                           f"got {self.kl_warmup}")
         weights = (self.lr, self.structure_lr, self.w_flow, self.w_kl, self.w_structure,
                    self.w_local, self.w_image)
         if min(weights) < 0 or not all(math.isfinite(w) for w in weights):
