@@ -207,7 +207,7 @@ class FlowcapsTask(trainloop.Task):
              ctx: trainloop.StepContext) -> trainloop.loop.Losses:
         cfg = self.config
         img0, img1 = to_images(rows[0], ctx.device)
-        center_scale = min(1.0, ctx.fraction / cfg.center_warmup) if cfg.center_warmup > 0 else 1.0
+        center_scale = trainloop.ramp(ctx.fraction, cfg.center_warmup)
         if cfg.prior_anneal > 0 and hasattr(self.model.encoder, "prior_gain"):
             self.model.encoder.prior_gain.fill_(_fade(ctx.fraction, cfg.prior_anneal))
         # A tensor, not a float: torch.compile would specialise (recompile) on every value.

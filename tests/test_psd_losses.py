@@ -6,7 +6,8 @@ import torch
 
 from baselines.psd.config import ModelConfig, TrainConfig
 from baselines.psd.errors import PsdError
-from baselines.psd.losses import flow_loss, kl_per_dim, kl_scale, local_l1, psd_loss, structure_l1
+from baselines.psd.losses import flow_loss, kl_per_dim, local_l1, psd_loss, structure_l1
+from trainloop import ramp
 from baselines.psd.model import PSD
 
 
@@ -55,9 +56,9 @@ def test_stage_two_adds_the_sparsity_terms():
 
 
 def test_kl_warmup_ramps_the_kl_weight_then_holds_it():
-    assert [kl_scale(f, 0.25) for f in (0.0, 0.05, 0.125, 0.25, 0.9)] == pytest.approx(
+    assert [ramp(f, 0.25) for f in (0.0, 0.05, 0.125, 0.25, 0.9)] == pytest.approx(
         [0.0, 0.2, 0.5, 1.0, 1.0])
-    assert kl_scale(0.0, 0.0) == 1.0  # no warm-up: the full weight from the first step
+    assert ramp(0.0, 0.0) == 1.0  # no warm-up: the full weight from the first step
     cfg = TrainConfig(model=ModelConfig(image_size=32, latent_dim=4, kernel_hidden=(8,),
                                         unet_width=4, motion_kernels=(3,)), w_kl=0.5)
     model = PSD(cfg.model)

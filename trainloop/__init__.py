@@ -6,9 +6,11 @@ from trainloop.device import resolve_device
 from trainloop.errors import LoopError, TrainingInterrupted, errors_as
 from trainloop import checkpoint
 from trainloop.data import DATA, DATA_HASH, data_meta
+from trainloop.progress import ramp
 from trainloop.loop import (BEST_NAME, CKPT_NAME, LOG_NAME, MODEL_NAME, RESUMABLE, LoopConfig,
                             StepContext, Task, check_resume, config_difference, fit)
 
 __all__ = ["BEST_NAME", "CKPT_NAME", "DATA", "DATA_HASH", "LOG_NAME", "LoopConfig", "checkpoint",
            "LoopError", "MODEL_NAME", "RESUMABLE", "StepContext", "Task", "TrainingInterrupted",
-           "check_resume", "config_difference", "data_meta", "errors_as", "fit", "resolve_device"]
+           "check_resume", "config_difference", "data_meta", "errors_as", "fit", "ramp",
+           "resolve_device"]

@@ -14,6 +14,12 @@ def run_fraction(step: int, total_steps: int, seconds: float, budget: float) -> 
     return max(step / total_steps, seconds / budget)
 
 
+def ramp(fraction: float, span: float) -> float:
+    """A schedule's warm-up factor at `fraction` of the run: rising linearly from 0 to 1 over
+    its first `span`, then 1; always 1 for a span of 0 (no warm-up)."""
+    return 1.0 if span <= 0 else min(1.0, max(0.0, fraction) / span)
+
+
 def bar_total(total_steps: int, budget: float) -> tuple[float, str]:
     """The progress bar's total and unit: minutes of training when a time budget is set (its
     steps are an upper bound the budget usually cuts short), else steps."""

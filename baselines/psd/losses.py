@@ -58,16 +58,10 @@ def image_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return ((pred - target) ** 2).mean()
 
 
-def kl_scale(fraction: float, warmup: float) -> float:
-    """The KL weight's factor at `fraction` of the budget: rising linearly from 0 to 1 over the
-    first `warmup` of it (TrainConfig.kl_warmup), then 1; always 1 without a warm-up."""
-    return 1.0 if warmup <= 0 else min(1.0, max(0.0, fraction) / warmup)
-
-
 def psd_loss(model: PSD, out: Outputs, flow_target: torch.Tensor, frame1: torch.Tensor,
              cfg: TrainConfig, kl_factor: float = 1.0) -> LossTerms:
     """All terms for one batch. flow_target (B, 2, H, W) in percent of the side; frame1
-    (B, 3, H, W); `kl_factor` scales the KL weight (`kl_scale`). The KL is constant in stage 2
+    (B, 3, H, W); `kl_factor` scales the KL weight (the warm-up's `trainloop.ramp`). The KL is constant in stage 2
     (the encoder is detached) and is still logged."""
     zero = out.flow.new_zeros(())
     flow = flow_loss(out.flow, flow_target)

@@ -21,7 +21,7 @@ from baselines.psd import checkpoint
 from baselines.psd.config import TrainConfig
 from baselines.psd.data import load_train, load_visible, part_names
 from baselines.psd.errors import PsdError
-from baselines.psd.losses import LossTerms, kl_per_dim, kl_scale, psd_loss
+from baselines.psd.losses import LossTerms, kl_per_dim, psd_loss
 from baselines.psd.model import PSD
 from baselines.psd.probe import probe
 from geogen.schema import SLOTS
@@ -118,7 +118,7 @@ class PsdTask(trainloop.Task):
         img0, img1, flow_px = batch_tensors(rows[0], rows[1], slice(None), ctx.device)
         out = loss_fn(img0, flow_px, gen)
         terms: LossTerms = psd_loss(self.model, out, flow_px * self.config.model.flow_scale, img1,
-                                    self.config, kl_scale(ctx.fraction, self.config.kl_warmup))
+                                    self.config, trainloop.ramp(ctx.fraction, self.config.kl_warmup))
         return terms.total, {t: getattr(terms, t) for t in TERMS}
 
     def log_values(self, model: nn.Module) -> dict[str, Any]:
