@@ -38,9 +38,6 @@ class ModelConfig:
     # it would cost the most), before its ReLU; 0 = none (the paper).
     enc_norm: int = 0
     enc_stem: str = "pool"  # where the first halving comes: "pool" (the paper's), see docs/flowcaps.md
-    # The convs after the first as a depthwise 3x3 then a pointwise 1x1 (no activation between):
-    # a factorised 3x3 at about a seventh of its FLOPs (issue 56). False: the paper's full convs.
-    enc_separable: bool = False
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
     # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
     # position of a per-capsule heat map over the last-but-one conv block (see model.Encoder).

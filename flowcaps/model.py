@@ -53,12 +53,7 @@ class Encoder(nn.Module):
         self.convs = nn.ModuleList()
         for i, c_out in enumerate(cfg.enc_channels):
             stride = 2 if i == 0 and cfg.enc_stem == "strided" else 1
-            if cfg.enc_separable and i > 0:
-                self.convs.append(nn.Sequential(
-                    nn.Conv2d(c_in, c_in, 3, stride=stride, padding=1, groups=c_in, bias=False),
-                    nn.Conv2d(c_in, c_out, 1)))
-            else:
-                self.convs.append(nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1))
+            self.convs.append(nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1))
             c_in = c_out
         # The 2x2 pool after each block; a stem that halves the side first drops the second
         # block's, so block 2 on runs at the side it has with the "pool" stem.

@@ -231,25 +231,3 @@ def test_center_variance_prefers_a_part_whole_where_the_spread_prefers_it_cut():
     variance = [float(center_loss(*m, scale, "variance_image")) for m in (whole, cut)]
     assert spread[1] < 0.8 * spread[0]  # measured 0.64
     assert variance[0] < 0.9 * variance[1]  # measured 0.79
-
-
-def test_separable_encoder_factorises_the_convs_after_the_first():
-    """`enc_separable`: each conv past the first is a depthwise 3x3 (one filter per channel, no
-    bias) then a pointwise 1x1; the first conv and every block's output side stay the paper's."""
-    cfg = dataclasses.replace(SMALL, enc_channels=(4, 8, 8, 8), coord_channels=True)
-    full, sep = FlowCapsules(cfg), FlowCapsules(dataclasses.replace(cfg, enc_separable=True))
-    assert isinstance(sep.encoder.convs[0], torch.nn.Conv2d)
-    assert sep.encoder.convs[0].weight.shape == full.encoder.convs[0].weight.shape
-    for conv in list(sep.encoder.convs)[1:]:
-        depthwise, pointwise = conv
-        assert depthwise.groups == depthwise.in_channels and depthwise.bias is None
-        assert depthwise.weight.shape[1:] == (1, 3, 3) and pointwise.kernel_size == (1, 1)
-    sides = []
-    for conv in sep.encoder.convs:
-        conv.register_forward_hook(lambda m, i, o: sides.append(o.shape[-3:]))
-    caps = sep.parse(_images(2))
-    assert caps.masks.shape == (2, 4, 32, 32)
-    assert [tuple(s) for s in sides] == [(4, 32, 32), (8, 16, 16), (8, 8, 8), (8, 4, 4)]
-    n_full = sum(p.numel() for p in full.encoder.convs[1:].parameters())
-    n_sep = sum(p.numel() for p in sep.encoder.convs[1:].parameters())
-    assert n_sep < n_full / 3
