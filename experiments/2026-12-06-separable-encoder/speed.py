@@ -5,6 +5,7 @@ control and the variants below, alternating in one process so that all see the s
 
 Set ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 for the AVX2 stand-in; `trained` compiles
 as the profile trains. The allocator thresholds are set as in the training processes.
+`model.enc_separable` has been removed since: check out commit ff4c624 to run this.
 """
 import statistics
 import sys
