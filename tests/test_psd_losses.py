@@ -7,8 +7,8 @@ import torch
 from baselines.psd.config import ModelConfig, TrainConfig
 from baselines.psd.errors import PsdError
 from baselines.psd.losses import flow_loss, kl_per_dim, local_l1, psd_loss, structure_l1
-from trainloop import ramp
 from baselines.psd.model import PSD
+from trainloop import ramp
 
 
 def test_kl_per_dimension_by_hand():

@@ -61,8 +61,8 @@ def image_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 def psd_loss(model: PSD, out: Outputs, flow_target: torch.Tensor, frame1: torch.Tensor,
              cfg: TrainConfig, kl_factor: float = 1.0) -> LossTerms:
     """All terms for one batch. flow_target (B, 2, H, W) in percent of the side; frame1
-    (B, 3, H, W); `kl_factor` scales the KL weight (the warm-up's `trainloop.ramp`). The KL is constant in stage 2
-    (the encoder is detached) and is still logged."""
+    (B, 3, H, W); `kl_factor` scales the KL weight (the warm-up's `trainloop.ramp`). The KL is
+    constant in stage 2 (the encoder is detached) and is still logged."""
     zero = out.flow.new_zeros(())
     flow = flow_loss(out.flow, flow_target)
     kl = kl_loss(out.mean, out.log_var)

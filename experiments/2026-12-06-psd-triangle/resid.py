@@ -35,11 +35,14 @@ def main(model_path: str, data: str, n: int) -> None:
     resid, h = [], []
     with torch.no_grad():
         for i in range(0, n, 50):
-            flow = torch.from_numpy(np.asarray(test["flow"][i:i + 50], np.float32)).permute(0, 3, 1, 2)
-            img = torch.from_numpy(np.asarray(test["frames"][i:i + 50])).float().permute(0, 3, 1, 2) / 255
+            flow = torch.from_numpy(np.asarray(test["flow"][i:i + 50], np.float32))
+            flow = flow.permute(0, 3, 1, 2)  # (b, 2, H, W) pixels
+            img = torch.from_numpy(np.asarray(test["frames"][i:i + 50])).float()
+            img = img.permute(0, 3, 1, 2) / 255  # (b, 3, H, W)
+            target = flow * 100 / side  # (b, 2, H, W) percent
             mean, _ = model.encode(flow)  # (b, D)
             rec = model.local_motions(img, mean).sum(2)  # (b, 2, H, W) percent
-            err = ((rec - flow * 100 / side) ** 2).sum(1)  # (b, H, W)
+            err = ((rec - target) ** 2).sum(1)  # (b, H, W)
             vis = torch.from_numpy(np.asarray(test["visible"][i:i + 50])).long()  # (b, H, W)
             onehot = F.one_hot(vis, len(SLOTS) + 1).permute(0, 3, 1, 2).float()  # (b, S+1, H, W)
             edge = F.max_pool2d(onehot, 3, 1, 1).sum(1) > 1  # (b, H, W) another label within 1 px
@@ -49,7 +52,7 @@ def main(model_path: str, data: str, n: int) -> None:
             err_sum["interior"] += (err * ~edge).sum().item()
             tri = ((vis == len(SLOTS)) & ~edge).float()  # (b, H, W) the triangle's interior
             count = tri.sum((1, 2))
-            rx = ((rec[:, 0] - flow[:, 0] * 100 / side) * tri).sum((1, 2)) / count.clamp_min(1)
+            rx = ((rec[:, 0] - target[:, 0]) * tri).sum((1, 2)) / count.clamp_min(1)
             keep = count > 5
             resid.append(rx[keep])
             h.append(own[i:i + 50, len(SLOTS) - 1][keep])
