@@ -53,6 +53,17 @@ def test_active_dimensions_by_kl_never_a_dead_one():
     assert choose_active(kl, 10.0) == []
 
 
+def test_active_dimensions_leave_out_a_copy_of_a_chosen_one():
+    rng = np.random.default_rng(0)
+    m, v = rng.normal(size=(200, 1)), rng.normal(size=(200, 1))  # two independent motions
+    noise = 0.01 * rng.normal(size=(200, 1))
+    means = np.hstack([m, -0.9 * m + noise, v, 0.2 * m + v])  # (N, 4): dim 1 copies dim 0
+    kl = np.array([3.0, 1.8, 2.0, 1.0])
+    assert choose_active(kl, 0.5, means, 0.99) == [0, 2, 3]  # dim 3 (r 0.2 with m) is kept
+    assert choose_active(kl, 0.5, means, 1.0) == [0, 2, 1, 3]  # off: by KL alone
+    assert choose_active(kl[[1, 0, 2, 3]], 0.5, means[:, [1, 0, 2, 3]], 0.99) == [1, 2, 3]
+
+
 def test_stage_two_waits_for_a_live_dimension(tmp_path):
     frames, flow = _data()
     path = fit(_cfg(tmp_path / "run", kl_active=1e9), frames, flow, progress=False)

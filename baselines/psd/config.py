@@ -108,6 +108,10 @@ class TrainConfig:
     # stage 2 waits (the choice is retried every `retry_steps`) until one exceeds it.
     kl_active: float = 0.5
     active_pairs: int = 512  # train pairs whose posterior KL chooses the active dimensions
+    # A live dimension whose posterior means correlate with a chosen one's (larger KL) by more
+    # than this, in absolute value, is left out as a copy of the same motion (1.0: off; PSD
+    # gives no rule beyond its chosen dimensions).
+    active_max_corr: float = 1.0
     retry_steps: int = 200
     probe_pairs: int = 512  # train pairs the finished run's probe scores (baselines.psd.probe)
     checkpoint_minutes: float = 2.0
@@ -134,6 +138,8 @@ class TrainConfig:
             raise PsdError("learning rates and loss weights must be finite and >= 0")
         if self.kl_active < 0 or self.retry_steps < 1 or self.probe_pairs < 0:
             raise PsdError("kl_active must be >= 0, retry_steps >= 1 and probe_pairs >= 0")
+        if not 0 < self.active_max_corr <= 1:
+            raise PsdError(f"active_max_corr must be in (0, 1], got {self.active_max_corr}")
         if self.active_pairs < 2 or self.explode_factor <= 1 or self.log_every < 1:
             raise PsdError("active_pairs must be >= 2, explode_factor > 1, log_every >= 1")
 

@@ -1,6 +1,7 @@
 """PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the budget the
-active dimensions are chosen by their posterior KL (only those above `kl_active`; with none,
-stage 1 goes on and the choice is retried), the motion encoder is frozen and the structure is
+active dimensions are chosen by their posterior KL (only those above `kl_active`, and with
+`active_max_corr` < 1 no copy of a chosen one; with none, stage 1 goes on and the choice is
+retried), the motion encoder is frozen and the structure is
 learned (stage 2). At the end the probe (baselines.psd.probe) scores the first training pairs.
 PSD's part of the shared training loop (`trainloop`): its step, its stage switch, its finish.
 
@@ -54,25 +55,43 @@ def batch_tensors(frames: torch.Tensor, flow: torch.Tensor, sel: torch.Tensor,
 
 
 @torch.no_grad()
-def dimension_kl(model: PSD, flow: torch.Tensor, device: torch.device,
-                 batch: int = 256) -> np.ndarray:
-    """Mean posterior KL per latent dimension over the given flows (N, H, W, 2): (D,) nats."""
+def posterior_stats(model: PSD, flow: torch.Tensor, device: torch.device,
+                    batch: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Mean posterior KL per latent dimension over the given flows (N, H, W, 2): (D,) nats; and
+    the posterior means (N, D)."""
     was_training = model.training
     model.eval()
     total = torch.zeros(model.config.latent_dim, dtype=torch.float64)
+    means = []
     for i in range(0, len(flow), batch):
         f = flow[i:i + batch].to(device).float().permute(0, 3, 1, 2)  # (b, 2, H, W)
         mean, log_var = model.encode(f)  # (b, D)
         total += kl_per_dim(mean, log_var).sum(0).double().cpu()
+        means.append(mean.double().cpu())
     model.train(was_training)
-    return (total / len(flow)).numpy()
+    return (total / len(flow)).numpy(), torch.cat(means).numpy()
 
 
-def choose_active(kl: np.ndarray, threshold: float) -> list[int]:
+def choose_active(kl: np.ndarray, threshold: float, means: np.ndarray | None = None,
+                  max_corr: float = 1.0) -> list[int]:
     """The dimensions whose mean KL (D,) exceeds `threshold` nats, largest KL first; none other,
-    so a dead dimension is never a part (an empty list when stage 1 has learned nothing)."""
+    so a dead dimension is never a part (an empty list when stage 1 has learned nothing).
+
+    With the posterior means (N, D) and `max_corr` < 1, a live dimension whose means correlate
+    with an already chosen one's by more than `max_corr` in absolute value is left out: it codes
+    the same motion (a copy with the opposite sign, say), and two such parts would be each
+    other's parent in stage 2 rather than one the parent of the children.
+    """
     order = [int(i) for i in np.argsort(-kl, kind="stable")]
-    return [i for i in order if kl[i] > threshold]
+    live = [i for i in order if kl[i] > threshold]
+    if means is None or max_corr >= 1.0:
+        return live
+    corr = np.abs(np.corrcoef(means[:, live], rowvar=False)).reshape(len(live), len(live))
+    chosen: list[int] = []
+    for a, i in enumerate(live):
+        if all(corr[a, live.index(j)] <= max_corr for j in chosen):
+            chosen.append(i)
+    return chosen
 
 
 class PsdTask(trainloop.Task):
@@ -97,9 +116,9 @@ class PsdTask(trainloop.Task):
 
     def _enter_stage2(self, model: PSD, state: dict[str, Any]) -> bool:
         """Choose the active dimensions; stage 2 starts only if some dimension is live."""
-        kl = dimension_kl(model, self.flow[:self.config.active_pairs], self.device)  # (D,)
+        kl, means = posterior_stats(model, self.flow[:self.config.active_pairs], self.device)
         state["kl"], state["kl_step"] = [round(float(v), 5) for v in kl], state["step"]
-        active = choose_active(kl, self.config.kl_active)
+        active = choose_active(kl, self.config.kl_active, means, self.config.active_max_corr)
         if active:
             model.set_active(active)
             state["stage2_step"] = state["step"]

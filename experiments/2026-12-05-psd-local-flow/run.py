@@ -4,12 +4,13 @@ test pairs treated the same way: does our PSD give each part a dimension of its 
 parts' motions are independent (no hierarchy)?
 
     python experiments/2026-12-05-psd-local-flow/run.py DATA OUT SEED [MINUTES] [--global] [--odd]
-        [--w_kl=X] [--w_local=X] [--kl_warmup=X] [--lr=X]
+        [--w_kl=X] [--w_local=X] [--kl_warmup=X] [--lr=X] [--active_max_corr=X]
 
 `--global` trains on the unchanged flow (the control); `--odd` turns on the odd motion decoder
 (`model.odd_motion`, a deviation from PSD's code); `--w_kl=X`, `--w_local=X`, `--kl_warmup=X` and
-`--lr=X` set those training fields (the profile's otherwise: 0.01, 0, 0 and 2e-3). Prints the probe's record as JSON and
-writes it to OUT/probe.json.
+`--lr=X` set those training fields (the profile's otherwise: 0.01, 0, 0 and 2e-3);
+`--active_max_corr=X` (added 2026-12-06) too (otherwise 1.0, off). Prints the probe's record
+as JSON and writes it to OUT/probe.json.
 """
 import dataclasses
 import json
@@ -68,4 +69,5 @@ if __name__ == "__main__":
     main(args[0], args[1], int(args[2]), float(args[3]) if len(args) > 3 else 22.0,
          "--global" in sys.argv, "--odd" in sys.argv,
          {a[2:].split("=", 1)[0]: float(a.split("=", 1)[1]) for a in sys.argv
-          if a.startswith(("--w_kl=", "--w_local=", "--kl_warmup=", "--lr="))})
+          if a.startswith(("--w_kl=", "--w_local=", "--kl_warmup=", "--lr=",
+                           "--active_max_corr="))})
