@@ -62,6 +62,8 @@ def test_active_dimensions_leave_out_a_copy_of_a_chosen_one():
     assert choose_active(kl, 0.5, means, 0.99) == [0, 2, 3]  # dim 3 (r 0.2 with m) is kept
     assert choose_active(kl, 0.5, means, 1.0) == [0, 2, 1, 3]  # off: by KL alone
     assert choose_active(kl[[1, 0, 2, 3]], 0.5, means[:, [1, 0, 2, 3]], 0.99) == [1, 2, 3]
+    flat = np.hstack([means, np.ones((200, 1))])  # a live dimension with a constant mean
+    assert choose_active(np.append(kl, 0.9), 0.5, flat, 0.99) == [0, 2, 3, 4]
 
 
 def test_stage_two_waits_for_a_live_dimension(tmp_path):

@@ -1,9 +1,9 @@
 """PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the budget the
 active dimensions are chosen by their posterior KL (only those above `kl_active`, and with
 `active_max_corr` < 1 no copy of a chosen one; with none, stage 1 goes on and the choice is
-retried), the motion encoder is frozen and the structure is
-learned (stage 2). At the end the probe (baselines.psd.probe) scores the first training pairs.
-PSD's part of the shared training loop (`trainloop`): its step, its stage switch, its finish.
+retried), the motion encoder is frozen and the structure is learned (stage 2). At the end the
+probe (baselines.psd.probe) scores the first training pairs. PSD's part of the shared training
+loop (`trainloop`): its step, its stage switch, its finish.
 
 Letters: N pairs, B batch, D latent dimensions, H = W image side.
 """
@@ -84,9 +84,11 @@ def choose_active(kl: np.ndarray, threshold: float, means: np.ndarray | None = N
     """
     order = [int(i) for i in np.argsort(-kl, kind="stable")]
     live = [i for i in order if kl[i] > threshold]
-    if means is None or max_corr >= 1.0:
+    if means is None or max_corr >= 1.0 or len(live) < 2:
         return live
-    corr = np.abs(np.corrcoef(means[:, live], rowvar=False)).reshape(len(live), len(live))
+    with np.errstate(invalid="ignore", divide="ignore"):  # a constant mean copies nothing
+        corr = np.corrcoef(means[:, live], rowvar=False)  # (L, L)
+    corr = np.nan_to_num(np.abs(corr), nan=0.0)
     chosen: list[int] = []
     for a, i in enumerate(live):
         if all(corr[a, live.index(j)] <= max_corr for j in chosen):
