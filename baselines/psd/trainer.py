@@ -89,11 +89,11 @@ def choose_active(kl: np.ndarray, threshold: float, means: np.ndarray | None = N
     with np.errstate(invalid="ignore", divide="ignore"):  # a constant mean copies nothing
         corr = np.corrcoef(means[:, live], rowvar=False)  # (L, L)
     corr = np.nan_to_num(np.abs(corr), nan=0.0)
-    chosen: list[int] = []
-    for a, i in enumerate(live):
-        if all(corr[a, live.index(j)] <= max_corr for j in chosen):
-            chosen.append(i)
-    return chosen
+    kept: list[int] = []  # positions in `live` chosen so far
+    for a in range(len(live)):
+        if all(corr[a, b] <= max_corr for b in kept):
+            kept.append(a)
+    return [live[a] for a in kept]
 
 
 class PsdTask(trainloop.Task):

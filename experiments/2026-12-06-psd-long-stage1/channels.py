@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from baselines.psd.checkpoint import load
-from baselines.psd.losses import kl_per_dim
+from baselines.psd.trainer import posterior_stats
 from geogen.dataset import open_split
 
 torch.set_num_threads(1)
@@ -28,10 +28,9 @@ def main(model_path: str, data: str, n: int) -> None:
                                          t={"frames": 0, "flow": 0, "visible": 0})
     with torch.no_grad():
         img = torch.from_numpy(np.asarray(test["frames"])).float().permute(0, 3, 1, 2) / 255
-        flow = torch.from_numpy(np.asarray(test["flow"], np.float32)).permute(0, 3, 1, 2)
         feats = model.image_encoder(img).float()  # (N, D, h, w)
-        mean, log_var = model.encode(flow)  # (N, D) each
-        kl = kl_per_dim(mean, log_var).mean(0).numpy()  # (D,)
+    kl, _ = posterior_stats(model, torch.from_numpy(np.asarray(test["flow"])),
+                            torch.device("cpu"))  # (D,)
     step = img.shape[-1] // feats.shape[-1]
     labels = np.asarray(test["visible"])[:, step // 2::step, step // 2::step]  # (N, h, w)
     f = feats.permute(1, 0, 2, 3).reshape(feats.shape[1], -1).numpy()  # (D, N h w)

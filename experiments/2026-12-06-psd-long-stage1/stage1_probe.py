@@ -16,9 +16,8 @@ import torch
 
 from baselines.psd.checkpoint import load
 from baselines.psd.config import TrainConfig
-from baselines.psd.losses import kl_per_dim
 from baselines.psd.probe import probe
-from baselines.psd.trainer import choose_active
+from baselines.psd.trainer import choose_active, posterior_stats
 from geogen.dataset import open_split
 from geogen.scene import own_motions
 from geogen.schema import SLOTS
@@ -32,10 +31,8 @@ def main(model_path: str, data: str, n: int) -> None:
     test = open_split(data, "test").read(("frames", "flow", "visible", "pose", "present"), n,
                                          t={"frames": 0, "flow": 0, "visible": 0})
     if not model.stage2:
-        with torch.no_grad():
-            flow = torch.from_numpy(np.asarray(test["flow"], np.float32)).permute(0, 3, 1, 2)
-            mean, log_var = model.encode(flow)  # (N, D) each
-        kl = kl_per_dim(mean, log_var).mean(0).numpy()  # (D,)
+        kl, _ = posterior_stats(model, torch.from_numpy(np.asarray(test["flow"])),
+                                torch.device("cpu"))  # (D,)
         model.set_active(choose_active(kl, TrainConfig().kl_active))
     found = probe(model, test["frames"], test["flow"], test["visible"], parts=SLOTS,
                   motions=own_motions(test["pose"]), present=test["present"])
