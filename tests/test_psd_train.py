@@ -11,6 +11,7 @@ import torch
 from baselines.psd import PsdError, checkpoint
 from baselines.psd.config import PROFILES, ModelConfig, TrainConfig
 from baselines.psd.data import load_train, load_visible
+from baselines.psd.starts import start_loop, start_score
 from baselines.psd.trainer import choose_active, fit
 from trainloop import config_difference
 
@@ -64,6 +65,34 @@ def test_active_dimensions_leave_out_a_copy_of_a_chosen_one():
     assert choose_active(kl[[1, 0, 2, 3]], 0.5, means[:, [1, 0, 2, 3]], 0.99) == [1, 2, 3]
     flat = np.hstack([means, np.ones((200, 1))])  # a live dimension with a constant mean
     assert choose_active(np.append(kl, 0.9), 0.5, flat, 0.99) == [0, 2, 3, 4]
+
+
+def test_stage_one_goes_on_from_the_start_with_the_lowest_flow_loss(tmp_path):
+    frames, flow = _data()
+    cfg = _cfg(tmp_path / "run", starts=3, start_fraction=0.25)  # 3 starts of 2 steps, then 6
+    assert [(s.steps, s.seed) for s in (start_loop(cfg, i) for i in range(3))] == [
+        (2, 1), (2, 1001), (2, 2001)]
+    path = fit(cfg, frames, flow, progress=False)
+    meta = checkpoint.meta_of(checkpoint.read(path))
+    scores = [s["flow"] for s in meta["starts"]]
+    assert [s["seed"] for s in meta["starts"]] == [1, 1001, 2001] and len(set(scores)) == 3
+    assert meta["start"] == int(np.argmin(scores))
+    assert meta["step"] == 8 and meta["stage2_step"] == 4  # the whole run's schedule
+    rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
+    chosen = list(csv.DictReader(open(tmp_path / "run" / "starts" / str(meta["start"]) /
+                                      "log.csv")))
+    assert len(chosen) == 2 and rows[:2] == chosen and len(rows) == 8
+    assert scores[meta["start"]] == pytest.approx(start_score(
+        tmp_path / "run" / "starts" / str(meta["start"]) / "log.csv"), abs=1e-5)
+    # Interrupted after its starts (no run checkpoint yet): the same choice, the same model.
+    weights = checkpoint.read(path)["model"]
+    for name in ("checkpoint.pt", "model.pt", "log.csv"):
+        (tmp_path / "run" / name).unlink()
+    again = checkpoint.read(fit(cfg, frames, flow, progress=False))
+    assert checkpoint.meta_of(again)["start"] == meta["start"]
+    assert all(torch.equal(weights[k], again["model"][k]) for k in weights)
+    with pytest.raises(PsdError, match="start_fraction"):
+        cfg.replace(start_fraction=0.5).validate()  # not before stage 2 (stage1_fraction 0.5)
 
 
 def test_stage_two_waits_for_a_live_dimension(tmp_path):

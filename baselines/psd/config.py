@@ -113,6 +113,11 @@ class TrainConfig:
     # gives no rule beyond its chosen dimensions).
     active_max_corr: float = 1.0
     retry_steps: int = 200
+    # Stage 1 begins as this many short starts (seeds seed, seed + 1000, ...), each trained for
+    # `start_fraction` of the budget on the run's schedule; the run goes on from the one with
+    # the lowest training flow loss (baselines.psd.starts; 1: one run, as PSD trains).
+    starts: int = 1
+    start_fraction: float = 0.04
     probe_pairs: int = 512  # train pairs the finished run's probe scores (baselines.psd.probe)
     checkpoint_minutes: float = 2.0
     log_every: int = 20
@@ -138,6 +143,9 @@ class TrainConfig:
             raise PsdError("learning rates and loss weights must be finite and >= 0")
         if self.kl_active < 0 or self.retry_steps < 1 or self.probe_pairs < 0:
             raise PsdError("kl_active must be >= 0, retry_steps >= 1 and probe_pairs >= 0")
+        if self.starts < 1 or not 0 < self.start_fraction < self.stage1_fraction:
+            raise PsdError(f"starts must be >= 1 and start_fraction in (0, stage1_fraction = "
+                           f"{self.stage1_fraction}), got {self.starts}, {self.start_fraction}")
         if not 0 < self.active_max_corr <= 1:
             raise PsdError(f"active_max_corr must be in (0, 1], got {self.active_max_corr}")
         if self.active_pairs < 2 or self.explode_factor <= 1 or self.log_every < 1:

@@ -1,7 +1,8 @@
 """PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the budget the
 active dimensions are chosen by their posterior KL (only those above `kl_active`, and with
 `active_max_corr` < 1 no copy of a chosen one; with none, stage 1 goes on and the choice is
-retried), the motion encoder is frozen and the structure is learned (stage 2). At the end the
+retried), the motion encoder is frozen and the structure is learned (stage 2); with `starts` > 1
+stage 1 begins from the best of several short starts (baselines.psd.starts). At the end the
 probe (baselines.psd.probe) scores the first training pairs. PSD's part of the shared training
 loop (`trainloop`): its step, its stage switch, its finish.
 
@@ -18,7 +19,7 @@ from torch import nn
 
 import trainloop
 from baselines.configs import loop_config
-from baselines.psd import checkpoint
+from baselines.psd import checkpoint, starts
 from baselines.psd.config import TrainConfig
 from baselines.psd.data import load_train, load_visible, part_names
 from baselines.psd.errors import PsdError
@@ -102,9 +103,13 @@ class PsdTask(trainloop.Task):
     name, unit, store, extra_fields = "psd", "pairs", checkpoint, ("stage",)
 
     def __init__(self, cfg: TrainConfig, frames: torch.Tensor, flow: torch.Tensor,
-                 visible: np.ndarray | None = None, parts: tuple[str, ...] = SLOTS):
+                 visible: np.ndarray | None = None, parts: tuple[str, ...] = SLOTS, *,
+                 share: float = 1.0, start_only: bool = False):
         self.config, self.frames, self.flow, self.visible = cfg, frames, flow, visible
         self.parts = parts
+        # A start (baselines.psd.starts) runs `share` of the budget on the whole run's schedule,
+        # and ends in stage 1 with nothing exported but its weights.
+        self.share, self.start_only = share, start_only
 
     def build(self, device: torch.device) -> PSD:
         self.device, self.model = device, PSD(self.config.model).to(device).train()
@@ -127,7 +132,7 @@ class PsdTask(trainloop.Task):
         return bool(active)
 
     def before_step(self, model: nn.Module, ctx: trainloop.StepContext) -> bool:
-        if model.stage2 or ctx.fraction < self.config.stage1_fraction:
+        if model.stage2 or ctx.fraction * self.share < self.config.stage1_fraction:
             return False
         last = ctx.state.get("kl_step")  # a choice that found no live dimension waits
         if last is not None and ctx.state["step"] - last < self.config.retry_steps:
@@ -139,13 +144,16 @@ class PsdTask(trainloop.Task):
         img0, img1, flow_px = batch_tensors(rows[0], rows[1], slice(None), ctx.device)
         out = loss_fn(img0, flow_px, gen)
         terms: LossTerms = psd_loss(self.model, out, flow_px * self.config.model.flow_scale, img1,
-                                    self.config, trainloop.ramp(ctx.fraction, self.config.kl_warmup))
+                                    self.config,
+                                    trainloop.ramp(ctx.fraction * self.share, self.config.kl_warmup))
         return terms.total, {t: getattr(terms, t) for t in TERMS}
 
     def log_values(self, model: nn.Module) -> dict[str, Any]:
         return {"stage": 2 if model.stage2 else 1}
 
     def finish(self, model: nn.Module, state: dict[str, Any]) -> dict[str, Any]:
+        if self.start_only:
+            return {}
         if not model.stage2:  # a budget too short for stage 2 still names its parts
             self._enter_stage2(model, state)
         weights = model.structure.weights(model.active).detach().cpu()
@@ -185,6 +193,10 @@ def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: 
                        f"parts are named ({', '.join(parts)})")
     frames_t, flow_t = torch.from_numpy(frames), torch.from_numpy(flow)
     with trainloop.errors_as(PsdError):
+        if cfg.starts > 1 and not (Path(cfg.out) / CKPT_NAME).exists():
+            starts.begin_with_best_start(
+                cfg, lambda **kw: PsdTask(cfg, frames_t, flow_t, visible, parts, **kw),
+                (frames_t, flow_t), progress=progress, meta=meta)
         return trainloop.fit(PsdTask(cfg, frames_t, flow_t, visible, parts), loop_config(cfg),
                              (frames_t, flow_t),
                              progress=progress, meta=meta)[1]
