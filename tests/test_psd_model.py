@@ -137,7 +137,7 @@ def test_the_faithful_model_has_psds_kernels_and_widths(side):
     2 x 32 channels at full size, UNet ngf 64 down to 1x1, batch-norm gains normal(1, 1)."""
     torch.manual_seed(0)
     cfg = ModelConfig(image_size=side)
-    assert dataclasses.replace(PROFILES["long"].model, image_size=side) == cfg  # long: faithful
+    assert dataclasses.replace(PROFILES["gpu"].model, image_size=side) == cfg  # gpu: faithful
     model = PSD(cfg)
     enc = _convs(model.image_encoder)
     assert [c.out_channels for c in enc] == [32, 32, 64, 64, 32, 32]

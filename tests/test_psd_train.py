@@ -150,6 +150,16 @@ def test_config_json_round_trip_and_profiles():
         TrainConfig.from_json('{"nope": 1}')
 
 
+def test_the_long_profile_is_the_quick_model_with_its_four_documented_changes():
+    """docs/baselines/psd.md ("Profiles") lists what the long profile changes against the quick
+    one; a change here that the doc does not list fails."""
+    quick, long = PROFILES["quick"], PROFILES["long"]
+    diff = config_difference(dataclasses.asdict(quick), dataclasses.asdict(long))
+    assert set(diff) == {"lr", "kl_warmup", "w_local", "active_max_corr", "model.odd_motion"}
+    assert long.max_minutes == 160.0 and long.threads == 1
+    assert not PROFILES["gpu"].model.odd_motion and PROFILES["gpu"].w_local == 0.0
+
+
 def test_load_train_reads_pairs_and_flow(tiny_geo):
     frames, flow = load_train(tiny_geo, limit=10)
     assert frames.shape == (10, 2, SIZE, SIZE, 3) and frames.dtype == np.uint8
