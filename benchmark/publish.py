@@ -146,8 +146,10 @@ def check_pairs(checkpoints: Path = CHECKPOINTS,
         if sha is None:
             if not rec.get("checkpoint_note"):
                 problems.append(f"{path}: no checkpoint sha256 and no checkpoint_note saying why")
-            elif ckpt and Path(ckpt).is_file():
-                problems.append(f"{path}: {ckpt} is here but the record has no sha256 for it")
+            elif ckpt and Path(ckpt).is_relative_to(checkpoints):
+                # only the repository's own folder counts: a run folder present on one machine
+                # says nothing about what a clone holds
+                problems.append(f"{path}: names {ckpt} in {checkpoints} but no sha256 for it")
         elif (path.as_posix(), ckpt) not in listed:
             problems.append(f"{path}: names {ckpt}, whose provenance does not list it")
     return problems

@@ -21,7 +21,7 @@ def test_every_committed_checkpoint_and_record_point_at_each_other(in_repo):
         rec = records.read_record(path)
         if rec["checkpoint_sha256"] is None:
             assert rec["checkpoint_note"].startswith("not in the repository")
-            assert not Path(rec["checkpoint"]).is_file()
+            assert not rec["checkpoint"].startswith("checkpoints/")
         else:
             assert rec["checkpoint"].startswith("checkpoints/")
             assert records.file_sha256(Path(rec["checkpoint"])) == rec["checkpoint_sha256"]
@@ -60,6 +60,22 @@ def test_check_pairs_finds_a_record_that_names_a_checkpoint_its_provenance_does_
     problems = check_pairs(committed=committed)
     named = records.read_record(src)["checkpoint"]
     assert problems == [f"{copy.as_posix()}: names {named}, whose provenance does not list it"]
+
+
+def test_check_pairs_finds_a_record_that_names_a_committed_checkpoint_without_its_sha256(
+        in_repo, tmp_path):
+    committed = tmp_path / "records"
+    rec = json.loads(Path("results/records/geo/psd/long/seed0.json").read_text())
+    rec.update(checkpoint_sha256=None, checkpoint_note="not in the repository: lost")
+    copy = committed / "geo" / "psd" / "long" / "seed9.json"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(json.dumps(rec))
+    problems = check_pairs(committed=committed)
+    assert problems == [f"{copy.as_posix()}: names {rec['checkpoint']} in checkpoints but no "
+                        "sha256 for it"]
+    rec["checkpoint"] = "/elsewhere/on/this/machine/model.pt"  # a run folder: not the clone's
+    copy.write_text(json.dumps(rec))
+    assert check_pairs(committed=committed) == []
 
 
 @pytest.fixture
