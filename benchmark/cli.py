@@ -22,6 +22,7 @@ from benchmark.show import KINDS as SHOW_KINDS
 from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
 from geogen.stopping import exit_status, signals_raise
+from trainloop import ddp
 
 
 def _friendly(fn=None, *, resume: Callable[[dict], str] | None = None):
@@ -190,7 +191,6 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
         from benchmark.executor import submit_all
         submit_all([p], slurm, echo=click.echo)
         return
-    from trainloop import ddp
     try:
         execute(p, echo=click.echo)
     finally:
@@ -378,5 +378,10 @@ def _add_method_command(cmd: click.Command) -> None:
 _add_method_command(flowcaps_diagnose.command)
 
 
+def program() -> None:
+    """The `flowbench` command, and `python -m benchmark.cli` as torchrun's ranks run it."""
+    ddp.run_program(main)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    program()

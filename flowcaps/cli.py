@@ -177,5 +177,10 @@ def info(ckpt) -> None:
                           indent=2))
 
 
-if __name__ == "__main__":  # `python -m flowcaps.cli`, as flowcaps.launch starts the ranks
-    main()
+def program() -> None:
+    """The `flowcaps` command, and `python -m flowcaps.cli` as flowcaps.launch starts the ranks."""
+    ddp.run_program(main)
+
+
+if __name__ == "__main__":
+    program()

@@ -120,7 +120,10 @@ def torchrun_env(error_file: Path) -> dict[str, str]:
     printed by the node left behind when the node hosting the rendezvous stops first. A user's own
     settings of the three win."""
     quiet = {"LOGLEVEL": "ERROR", "TORCH_LOGS": "-distributed", "TORCH_CPP_LOG_LEVEL": "ERROR"}
-    return {**quiet, **os.environ, "OMP_NUM_THREADS": "1", ERROR_ENV: str(error_file.absolute())}
+    # a rank killed by a signal (an abort in a C++ thread) prints where each of its threads was
+    crash = {"PYTHONFAULTHANDLER": "1"}
+    return {**quiet, **crash, **os.environ, "OMP_NUM_THREADS": "1",
+            ERROR_ENV: str(error_file.absolute())}
 
 
 def report_to_parent(message: str) -> bool:

@@ -2,15 +2,19 @@
 numbers the ranks agree on, and a SIGINT that stops every rank at the same step."""
 from __future__ import annotations
 
+import atexit
 import os
 import signal
+import sys
 import threading
+from typing import Any, Callable, NoReturn
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 _stop_requested = threading.Event()  # a rank's SIGINT, once defer_interrupts() is in place
+_left = threading.Event()  # this process joined a process group and left it
 
 
 def setup(device: torch.device) -> tuple[int, int]:
@@ -27,11 +31,36 @@ def setup(device: torch.device) -> tuple[int, int]:
 
 
 def leave() -> None:
-    """Leave the process group a rank joined, before the interpreter exits: left to its exit,
-    gloo's threads were now and then torn down unjoined and the rank aborted ("terminate called
-    without an active exception"), failing a finished run."""
+    """Leave the process group a rank joined, before the interpreter exits. Even so its
+    teardown could abort (see run_program), which the process then skips."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+        _left.set()
+
+
+def run_program(main: Callable[[], Any]) -> NoReturn:
+    """Run a command line's `main` as this process's program and exit with its status.
+
+    A rank that left a gloo process group ends with os._exit once the exit handlers have run:
+    the interpreter's teardown after it aborted now and then ("terminate called without an
+    active exception", no Python frame left; 8 of 32 two-rank DDP runs under load, torch 2.13),
+    failing a finished run. Every other process exits as usual."""
+    try:
+        main()
+        code: Any = 0
+    except SystemExit as stop:
+        code = stop.code
+    if not _left.is_set():
+        sys.exit(code)
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)  # what sys.exit does with a message
+        code = 1
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def agree(values: list[float], world: int, device: torch.device) -> list[float]:
