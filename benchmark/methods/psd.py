@@ -51,8 +51,9 @@ class PsdMethod:
     budgets = {"smoke": "a few seconds (40 steps at 32 px)",
                "quick": "about 22 minutes of training on a 2-core CPU (30 with data and "
                         "evaluation)",
-               "long": "about 160 minutes of training on one CPU thread (3 hours with "
-                       "evaluation; data made before)",
+               "long": "about 162 minutes of training on one CPU thread (three 6-minute "
+                       "starts, the best trained on to 150; under 3 hours with evaluation; "
+                       "data made before)",
                "gpu": "about 15 minutes of training on one GPU"}
     uses_ground_truth = ("flow",)
     amodal = False
