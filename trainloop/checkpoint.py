@@ -34,6 +34,12 @@ def write_blob(path: str | Path, fmt: str, config_json: str, model: torch.nn.Mod
         blob["optimizer"] = optimizer.state_dict()
     if progress is not None:
         blob["progress"] = json.dumps(progress, sort_keys=True)
+    return save_blob(path, blob)
+
+
+def save_blob(path: str | Path, blob: dict[str, Any]) -> Path:
+    """A checkpoint dict as it is, written to a temporary name and renamed (write_blob's rule)."""
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
         torch.save(blob, tmp)

@@ -76,6 +76,5 @@ def begin_with_best_start(cfg: TrainConfig, make_task: Callable[..., trainloop.T
                                  for i, s in enumerate(scores)]}
     blob["progress"] = json.dumps(progress_state, sort_keys=True)
     shutil.copyfile(folder / trainloop.LOG_NAME, out / trainloop.LOG_NAME)
-    tmp = out / (trainloop.CKPT_NAME + ".tmp")
-    torch.save(blob, tmp)
-    tmp.replace(out / trainloop.CKPT_NAME)  # last: a run interrupted before it starts over here
+    # last: a run interrupted before it starts over here
+    trainloop.checkpoint.save_blob(out / trainloop.CKPT_NAME, blob)
