@@ -22,7 +22,6 @@ from benchmark.show import KINDS as SHOW_KINDS
 from geogen.errors import GeogenError
 from geogen.schema import VARIANTS
 from geogen.stopping import exit_status, signals_raise
-from trainloop import ddp
 
 
 def _friendly(fn=None, *, resume: Callable[[dict], str] | None = None):
@@ -191,6 +190,7 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
         from benchmark.executor import submit_all
         submit_all([p], slurm, echo=click.echo)
         return
+    from trainloop import ddp
     try:
         execute(p, echo=click.echo)
     finally:
@@ -379,8 +379,18 @@ _add_method_command(flowcaps_diagnose.command)
 
 
 def program() -> None:
-    """The `flowbench` command, and `python -m benchmark.cli` as torchrun's ranks run it."""
-    ddp.run_program(main)
+    """The `flowbench` command, and `python -m benchmark.cli` as torchrun's ranks run it:
+    trainloop.ddp.run_program's rule, without importing torch for the commands that do not
+    train (list, table)."""
+    try:
+        main()
+        code = 0
+    except SystemExit as stop:
+        code = stop.code
+    ddp = sys.modules.get("trainloop.ddp")  # imported by the commands that train
+    if ddp is None:
+        sys.exit(code)
+    ddp.exit_program(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

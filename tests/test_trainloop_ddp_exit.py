@@ -28,19 +28,25 @@ SCRIPT = textwrap.dedent("""
         sys.stdout.write("unflushed")  # no newline: os._exit alone would lose it
         sys.exit({code!r})
 
-    ddp.run_program(main)
+    {program}
     print("never reached")
 """)
+# flowcaps' entry point calls run_program; flowbench's its own program(), which imports torch
+# only for the commands that train
+PROGRAMS = {"run_program": "ddp.run_program(main)",
+            "flowbench": "from benchmark import cli; cli.main = main; cli.program()"}
 
 
-def _run(join: bool, code) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT.format(join=join, code=code)],
-                          capture_output=True, text=True, timeout=120)
+def _run(join: bool, code, program: str = "run_program") -> subprocess.CompletedProcess:
+    script = SCRIPT.format(join=join, code=code, program=PROGRAMS[program])
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
 
 
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
 @pytest.mark.parametrize("join", [False, True])
-def test_the_status_output_and_exit_handlers_survive_either_way(join):
-    done = _run(join, 3)
+def test_the_status_output_and_exit_handlers_survive_either_way(join, program):
+    done = _run(join, 3, program)
     assert done.returncode == 3, done.stderr
     assert done.stdout.startswith("unflushed") and "exit handler ran" in done.stdout
     assert "never reached" not in done.stdout

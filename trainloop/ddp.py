@@ -50,6 +50,11 @@ def run_program(main: Callable[[], Any]) -> NoReturn:
         code: Any = 0
     except SystemExit as stop:
         code = stop.code
+    exit_program(code)
+
+
+def exit_program(code: Any) -> NoReturn:
+    """sys.exit(code), but through os._exit in a rank that left its group (run_program)."""
     if not _left.is_set():
         sys.exit(code)
     if code is None:
