@@ -43,8 +43,9 @@ def run_program(main: Callable[[], Any]) -> NoReturn:
 
     A rank that left a gloo process group ends with os._exit once the exit handlers have run:
     the interpreter's teardown after it aborted now and then ("terminate called without an
-    active exception", no Python frame left; 8 of 32 two-rank DDP runs under load, torch 2.13),
-    failing a finished run. Every other process exits as usual."""
+    active exception", no Python frame left; 9 of 30 two-rank DDP runs under load, torch 2.13:
+    experiments/2026-12-06-gloo-exit-abort), failing a finished run. Every other process exits
+    as usual."""
     try:
         main()
         code: Any = 0
@@ -62,7 +63,7 @@ def exit_program(code: Any) -> NoReturn:
     elif not isinstance(code, int):
         print(code, file=sys.stderr)  # what sys.exit does with a message
         code = 1
-    atexit._run_exitfuncs()
+    atexit._run_exitfuncs()  # what the interpreter's exit runs first, and os._exit would skip
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
