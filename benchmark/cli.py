@@ -383,14 +383,12 @@ def program() -> None:
     trainloop.ddp.run_program's rule, without importing torch for the commands that do not
     train (list, table)."""
     try:
-        main()
-        code = 0
+        main()  # click's standalone mode always ends in SystemExit
     except SystemExit as stop:
-        code = stop.code
-    ddp = sys.modules.get("trainloop.ddp")  # imported by the commands that train
-    if ddp is None:
-        sys.exit(code)
-    ddp.exit_program(code)
+        ddp = sys.modules.get("trainloop.ddp")  # imported by the commands that train
+        if ddp is None:
+            raise
+        ddp.exit_program(stop.code)
 
 
 if __name__ == "__main__":  # pragma: no cover
