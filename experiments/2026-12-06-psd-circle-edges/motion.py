@@ -1,0 +1,60 @@
+"""Each part's per-image IoU against the size of the local motion its dimension must carry
+(the circle: its flow; a child: its flow minus the circle's), in bins.
+
+    python experiments/2026-12-06-psd-circle-edges/motion.py CHECKPOINT DATA [PAIRS]
+"""
+import sys
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+
+from baselines.psd import checkpoint
+from geogen.dataset import open_split
+from geogen.schema import SLOTS
+
+
+def main(ckpt: str, data: str, pairs: int) -> None:
+    torch.set_num_threads(1)
+    model = checkpoint.load(ckpt)
+    model.eval()
+    t = open_split(data, "test").read(("frames", "flow", "visible"), pairs,
+                                      t={"frames": 0, "flow": 0, "visible": 0})
+    img = torch.from_numpy(t["frames"]).permute(0, 3, 1, 2).float() / 255  # (N, 3, H, W)
+    flow = torch.from_numpy(t["flow"].astype(np.float32)).permute(0, 3, 1, 2)  # (N, 2, H, W)
+    with torch.inference_mode():
+        mean, _ = model.encode(flow)  # (N, D)
+        local = model.local_motions(img, mean)  # (N, 2, D, H, W)
+        on = (model.masks(local[:, :, model.active]) > 0.5).numpy()  # (N, A, H, W)
+    vis, fl = t["visible"], t["flow"]  # (N, H, W), (N, H, W, 2)
+    iou = np.full((len(SLOTS), on.shape[1], pairs), np.nan)
+    for s in range(len(SLOTS)):
+        for i in range(pairs):
+            g = vis[i] == s + 1
+            if g.sum() >= 20:
+                iou[s, :, i] = (on[i] & g).sum((1, 2)) / (on[i] | g).sum((1, 2))
+    rows, cols = linear_sum_assignment(-np.nanmean(iou, 2))
+    for s, a in zip(rows, cols):
+        size, score = [], []
+        for i in range(pairs):
+            g = vis[i] == s + 1
+            if np.isnan(iou[s, a, i]):
+                continue
+            own = np.median(fl[i][g], 0)  # (2,)
+            c = vis[i] == 1
+            if s > 0 and c.sum() >= 5:
+                own = own - np.median(fl[i][c], 0)
+            size.append(np.abs(own).max())
+            score.append(iou[s, a, i])
+        size, score = np.array(size), np.array(score)
+        edges = [0, 0.25, 0.5, 1, 2, 100]
+        parts = []
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            sel = (size >= lo) & (size < hi)
+            if sel.any():
+                parts.append(f"[{lo}, {hi}) px: {score[sel].mean():.2f} ({sel.mean():.2f} of images)")
+        print(f"{SLOTS[s]}: per-image IoU by its local motion's largest component: " + "; ".join(parts))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 300)
