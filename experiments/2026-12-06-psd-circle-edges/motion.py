@@ -1,7 +1,10 @@
 """Each part's per-image IoU against the size of the local motion its dimension must carry
 (the circle: its flow; a child: its flow minus the circle's), in bins.
 
-    python experiments/2026-12-06-psd-circle-edges/motion.py CHECKPOINT DATA [PAIRS]
+    python experiments/2026-12-06-psd-circle-edges/motion.py CHECKPOINT DATA [PAIRS [ACTIVE_FROM]]
+
+ACTIVE_FROM: another checkpoint of the same run whose active dimensions to use (a stage-1
+state has none chosen yet; stage 2 keeps the motion encoder, so the dimensions agree).
 """
 import sys
 
@@ -14,9 +17,11 @@ from geogen.dataset import open_split
 from geogen.schema import SLOTS
 
 
-def main(ckpt: str, data: str, pairs: int) -> None:
+def main(ckpt: str, data: str, pairs: int, active_from: str | None) -> None:
     torch.set_num_threads(1)
     model = checkpoint.load(ckpt)
+    if active_from:
+        model.active.copy_(checkpoint.load(active_from).active)
     model.eval()
     t = open_split(data, "test").read(("frames", "flow", "visible"), pairs,
                                       t={"frames": 0, "flow": 0, "visible": 0})
@@ -57,4 +62,5 @@ def main(ckpt: str, data: str, pairs: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 300)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 300,
+         sys.argv[4] if len(sys.argv) > 4 else None)
