@@ -18,9 +18,13 @@ from geogen.dataset import open_split
 from geogen.schema import SLOTS
 
 
-def main(ckpt: str, data: str, pairs: int) -> None:
+def masks_on_test(ckpt: str, data: str, pairs: int, active_from: str | None = None):
+    """The active dimensions' masks (N, A, H, W) on the first test pairs, and those pairs
+    (frames, flow, visible at frame 0). active_from: a checkpoint whose active set to use."""
     torch.set_num_threads(1)
     model = checkpoint.load(ckpt)
+    if active_from:
+        model.active.copy_(checkpoint.load(active_from).active)
     model.eval()
     t = open_split(data, "test").read(("frames", "flow", "visible"), pairs,
                                       t={"frames": 0, "flow": 0, "visible": 0})
@@ -30,6 +34,11 @@ def main(ckpt: str, data: str, pairs: int) -> None:
         mean, _ = model.encode(flow)  # (N, D)
         local = model.local_motions(img, mean)  # (N, 2, D, H, W)
         masks = model.masks(local[:, :, model.active]).numpy()  # (N, A, H, W)
+    return masks, t
+
+
+def main(ckpt: str, data: str, pairs: int) -> None:
+    masks, t = masks_on_test(ckpt, data, pairs)
     vis = t["visible"]  # (N, H, W): 0 background, 1 + slot
     on = masks > 0.5  # (N, A, H, W)
     iou = np.zeros((len(SLOTS), masks.shape[1]))

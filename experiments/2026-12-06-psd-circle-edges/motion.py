@@ -9,28 +9,15 @@ state has none chosen yet; stage 2 keeps the motion encoder, so the dimensions a
 import sys
 
 import numpy as np
-import torch
+from edges import masks_on_test  # this folder's edges.py (the script's folder is on sys.path)
 from scipy.optimize import linear_sum_assignment
 
-from baselines.psd import checkpoint
-from geogen.dataset import open_split
 from geogen.schema import SLOTS
 
 
 def main(ckpt: str, data: str, pairs: int, active_from: str | None) -> None:
-    torch.set_num_threads(1)
-    model = checkpoint.load(ckpt)
-    if active_from:
-        model.active.copy_(checkpoint.load(active_from).active)
-    model.eval()
-    t = open_split(data, "test").read(("frames", "flow", "visible"), pairs,
-                                      t={"frames": 0, "flow": 0, "visible": 0})
-    img = torch.from_numpy(t["frames"]).permute(0, 3, 1, 2).float() / 255  # (N, 3, H, W)
-    flow = torch.from_numpy(t["flow"].astype(np.float32)).permute(0, 3, 1, 2)  # (N, 2, H, W)
-    with torch.inference_mode():
-        mean, _ = model.encode(flow)  # (N, D)
-        local = model.local_motions(img, mean)  # (N, 2, D, H, W)
-        on = (model.masks(local[:, :, model.active]) > 0.5).numpy()  # (N, A, H, W)
+    masks, t = masks_on_test(ckpt, data, pairs, active_from)
+    on = masks > 0.5  # (N, A, H, W)
     vis, fl = t["visible"], t["flow"]  # (N, H, W), (N, H, W, 2)
     iou = np.full((len(SLOTS), on.shape[1], pairs), np.nan)
     for s in range(len(SLOTS)):
