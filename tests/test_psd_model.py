@@ -37,11 +37,26 @@ def test_module_shapes():
     assert masks.shape == (B, D, SIZE, SIZE)
 
 
-@pytest.mark.parametrize("scale", [1, 2])
-def test_psd_forward_shapes_in_both_stages(scale):
+def test_feature_stride_2_skips_the_second_stride_and_keeps_the_weights():
+    torch.manual_seed(0)
+    img = torch.rand(B, 3, SIZE, SIZE)
+    psd, half = ImageEncoder(D), ImageEncoder(D, feature_stride=2)
+    assert half(img).shape == (B, D, SIZE // 2, SIZE // 2)
+    def strides(enc):
+        return [m.stride[0] for m in enc.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert strides(psd) == [2, 1, 2, 1, 1, 1] and strides(half) == [2, 1, 1, 1, 1, 1]
+    half.load_state_dict(psd.state_dict())  # same shapes: a run can switch grids
+    with pytest.raises(PsdError, match="feature_stride"):
+        ModelConfig(feature_stride=8).validate()
+    with pytest.raises(PsdError, match="feature_stride"):
+        ModelConfig(feature_stride=2, motion_scale=4).validate()
+
+
+@pytest.mark.parametrize("scale, stride", [(1, 4), (2, 4), (2, 2)])
+def test_psd_forward_shapes_in_both_stages(scale, stride):
     torch.manual_seed(0)
     cfg = ModelConfig(image_size=SIZE, latent_dim=D, kernel_hidden=(8,), unet_width=4,
-                      motion_scale=scale, motion_kernels=(5, 3))
+                      motion_scale=scale, motion_kernels=(5, 3), feature_stride=stride)
     model = PSD(cfg)
     img, flow = torch.rand(B, 3, SIZE, SIZE), torch.randn(B, 2, SIZE, SIZE)
     for active in (None, [0, 2, 3]):

@@ -31,6 +31,10 @@ class ModelConfig:
     # The motion decoder runs at image_size / motion_scale and its maps are upsampled
     # bilinearly (PSD: 1, full size).
     motion_scale: int = 1
+    # The image features' grid, as a fraction of the side (PSD: 4, two stride-2 convs). At 64 px
+    # 2 gives the features PSD's grid relative to the scene at its 128 px (its second stride-2
+    # conv runs at stride 1).
+    feature_stride: int = 4
     # PSD: False. True runs the decoder as net(x) - net(-x), so one dimension moves a part
     # both ways and zero input gives zero motion.
     odd_motion: bool = False
@@ -63,6 +67,9 @@ class ModelConfig:
             raise PsdError(f"motion_kernels must be odd sizes, got {self.motion_kernels}")
         if self.motion_scale not in (1, 2, 4):
             raise PsdError(f"motion_scale must be 1, 2 or 4, got {self.motion_scale}")
+        if self.feature_stride not in (2, 4) or self.motion_scale > self.feature_stride:
+            raise PsdError(f"feature_stride must be 2 or 4 and at least motion_scale "
+                           f"({self.motion_scale}), got {self.feature_stride}")
         if self.unet_width < 1 or not self.kernel_hidden:
             raise PsdError("unet_width must be >= 1 and kernel_hidden non-empty")
         if not 2 ** self.encoder_layers >= side or self.encoder_layers > 12:

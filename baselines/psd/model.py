@@ -6,8 +6,9 @@ depth (motion encoder, UNet) the depth follows the side. docs/baselines/psd.md l
 setting and its source.
 
 Letters: B batch, D latent dimensions (= image-feature channels = motion maps; one candidate
-part each), H = W image side, h = w = H / 4 feature side, k cross-convolution kernel side,
-2 flow components (dx, dy). Flow inside the model is in PSD's units: percent of the image side.
+part each), H = W image side, H/f the image features' side (f = `feature_stride`, PSD 4), k the
+cross-convolution kernel side, 2 flow components (dx, dy). Flow inside the model is in PSD's
+units: percent of the image side.
 """
 from __future__ import annotations
 
@@ -37,12 +38,15 @@ def _conv(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
 
 
 class ImageEncoder(nn.Module):
-    """Frame 0 (B, 3, H, W) -> features (B, D, H/4, W/4): six 5x5 convs, two of stride 2."""
+    """Frame 0 (B, 3, H, W) -> features (B, D, H/f, W/f): six 5x5 convs, two of stride 2 (PSD,
+    f = 4) or the first only (f = 2)."""
 
-    def __init__(self, latent_dim: int):
+    def __init__(self, latent_dim: int, feature_stride: int = 4):
         super().__init__()
-        layers, cin = [], 3
+        layers, cin, left = [], 3, feature_stride
         for cout, stride in IMAGE_ENCODER_CHANNELS:
+            stride = min(stride, left)
+            left //= stride
             layers.append(_conv(cin, cout, 5, stride))
             cin = cout
         layers.append(_conv(cin, latent_dim, 5, norm=False))
@@ -261,7 +265,7 @@ class PSD(nn.Module):
         cfg.validate()
         self.config = cfg
         d = cfg.latent_dim
-        self.image_encoder = ImageEncoder(d)
+        self.image_encoder = ImageEncoder(d, cfg.feature_stride)
         self.motion_encoder = MotionEncoder(cfg.encoder_layers, d)
         self.kernel_decoder = KernelDecoder(d, cfg.kernel_size, cfg.kernel_hidden)
         self.motion_decoder = MotionDecoder(d, cfg.motion_kernels, cfg.odd_motion)
@@ -289,8 +293,8 @@ class PSD(nn.Module):
 
     def local_motions(self, image: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """Frame 0 (B, 3, H, W) and latents (B, D) -> local motion maps (B, 2, D, H, W)."""
-        feats = self.image_encoder(image)  # (B, D, h, w)
-        feats = cross_conv(feats, self.kernel_decoder(z))  # (B, D, h, w)
+        feats = self.image_encoder(image)  # (B, D, H/f, W/f)
+        feats = cross_conv(feats, self.kernel_decoder(z))  # (B, D, H/f, W/f)
         side = self.config.image_size // self.config.motion_scale
         feats = F.interpolate(feats, size=(side, side), mode="nearest")  # (B, D, H/s, W/s)
         return self.motion_decoder(feats, self.config.image_size)  # (B, 2, D, H, W)
