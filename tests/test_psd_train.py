@@ -45,6 +45,9 @@ def test_two_stages_export_and_log(tmp_path):
     assert model.active_dims() == sorted(meta["active_dims"]) and not model.training
     stages = [r["stage"] for r in csv.DictReader(open(tmp_path / "run" / "log.csv"))]
     assert stages == ["1"] * 4 + ["2"] * 4
+    stage1 = checkpoint.read(tmp_path / "run" / "stage1.pt")  # the state at the switch
+    assert checkpoint.meta_of(stage1)["step"] == 4 and not stage1["model"]["active"].any()
+    assert sorted(checkpoint.meta_of(stage1)["active_dims"]) == meta["active_dims"]  # KL order
 
 
 def test_active_dimensions_by_kl_never_a_dead_one():
@@ -65,6 +68,19 @@ def test_active_dimensions_leave_out_a_copy_of_a_chosen_one():
     assert choose_active(kl[[1, 0, 2, 3]], 0.5, means[:, [1, 0, 2, 3]], 0.99) == [1, 2, 3]
     flat = np.hstack([means, np.ones((200, 1))])  # a live dimension with a constant mean
     assert choose_active(np.append(kl, 0.9), 0.5, flat, 0.99) == [0, 2, 3, 4]
+
+
+def test_the_long_profile_leaves_out_a_partial_copy_too():
+    """The long profile's seed 0 had a third dimension on the circle's motion correlating -0.884
+    with the first: under 0.9 it became a part of its own (docs/baselines/psd.md)."""
+    rng = np.random.default_rng(1)
+    m, v = rng.normal(size=(500, 1)), rng.normal(size=(500, 1))
+    partial = -(m + 0.55 * rng.normal(size=(500, 1)))  # a noisy copy of m
+    means = np.hstack([m, v, partial, 0.1 * m + v])  # (N, 4)
+    assert 0.85 < -np.corrcoef(m[:, 0], partial[:, 0])[0, 1] < 0.9
+    kl = np.array([2.4, 2.2, 1.9, 1.0])
+    assert choose_active(kl, 0.5, means, 0.9) == [0, 1, 2]  # the old setting keeps the copy
+    assert choose_active(kl, 0.5, means, PROFILES["long"].active_max_corr) == [0, 1]
 
 
 def test_stage_one_goes_on_from_the_start_with_the_lowest_flow_loss(tmp_path):

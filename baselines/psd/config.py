@@ -197,7 +197,7 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
 # from the best of three starts, and 150 minutes so that the starts' 12 and the evaluation
 # still fit three hours.
 LONG = QUICK.replace(out="runs/psd-long", max_minutes=150.0, lr=5e-3, kl_warmup=0.25,
-                     w_local=0.2, active_max_corr=0.9, starts=3, model={"odd_motion": True})
+                     w_local=0.2, active_max_corr=0.5, starts=3, model={"odd_motion": True})
 
 PROFILES: dict[str, TrainConfig] = {
     "quick": QUICK,

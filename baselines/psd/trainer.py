@@ -29,6 +29,9 @@ from baselines.psd.probe import probe
 from geogen.schema import SLOTS
 
 CKPT_NAME, MODEL_NAME, LOG_NAME = trainloop.CKPT_NAME, trainloop.MODEL_NAME, trainloop.LOG_NAME
+# The model as stage 1 left it (no dimension chosen), written at the switch: stage 2 can be
+# redone from it with another choice without training stage 1 again.
+STAGE1_NAME = "stage1.pt"
 TERMS = ("flow", "kl", "structure", "local", "image")
 
 
@@ -127,6 +130,8 @@ class PsdTask(trainloop.Task):
         state["kl"], state["kl_step"] = [round(float(v), 5) for v in kl], state["step"]
         active = choose_active(kl, self.config.kl_active, means, self.config.active_max_corr)
         if active:
+            checkpoint.save(Path(self.config.out) / STAGE1_NAME, self.config, model,
+                            meta={"step": state["step"], "kl": state["kl"], "active_dims": active})
             model.set_active(active)
             state["stage2_step"] = state["step"]
         return bool(active)
