@@ -52,6 +52,21 @@ def test_feature_stride_2_skips_the_second_stride_and_keeps_the_weights():
         ModelConfig(feature_stride=2, motion_scale=4).validate()
 
 
+def test_stage2_feature_stride_switches_the_grid_with_the_stage():
+    torch.manual_seed(0)
+    cfg = ModelConfig(image_size=SIZE, latent_dim=D, kernel_hidden=(8,), unet_width=4,
+                      motion_scale=2, motion_kernels=(5, 3), stage2_feature_stride=2)
+    model = PSD(cfg).eval()
+    img, z = torch.rand(B, 3, SIZE, SIZE), torch.randn(B, D)
+    assert model.feature_stride == 4 and model.local_motions(img, z).shape == (B, 2, D, SIZE, SIZE)
+    assert model.image_encoder(img).shape == (B, D, SIZE // 4, SIZE // 4)
+    model.set_active([1, 3])
+    assert model.feature_stride == 2 and model.local_motions(img, z).shape == (B, 2, D, SIZE, SIZE)
+    assert model.image_encoder(img).shape == (B, D, SIZE // 2, SIZE // 2)
+    with pytest.raises(PsdError, match="stage2_feature_stride"):
+        dataclasses.replace(cfg, stage2_feature_stride=3).validate()
+
+
 @pytest.mark.parametrize("scale, stride", [(1, 4), (2, 4), (2, 2)])
 def test_psd_forward_shapes_in_both_stages(scale, stride):
     torch.manual_seed(0)

@@ -35,6 +35,9 @@ class ModelConfig:
     # 2 gives the features PSD's grid relative to the scene at its 128 px (its second stride-2
     # conv runs at stride 1).
     feature_stride: int = 4
+    # The grid in stage 2 (None: as in stage 1). Stage 1 learns the motions' dimensions, which
+    # needs many pairs; stage 2 learns the masks, which need the finer grid.
+    stage2_feature_stride: int | None = None
     # PSD: False. True runs the decoder as net(x) - net(-x), so one dimension moves a part
     # both ways and zero input gives zero motion.
     odd_motion: bool = False
@@ -67,9 +70,13 @@ class ModelConfig:
             raise PsdError(f"motion_kernels must be odd sizes, got {self.motion_kernels}")
         if self.motion_scale not in (1, 2, 4):
             raise PsdError(f"motion_scale must be 1, 2 or 4, got {self.motion_scale}")
-        if self.feature_stride not in (2, 4) or self.motion_scale > self.feature_stride:
-            raise PsdError(f"feature_stride must be 2 or 4 and at least motion_scale "
-                           f"({self.motion_scale}), got {self.feature_stride}")
+        for name in ("feature_stride", "stage2_feature_stride"):
+            f = getattr(self, name)
+            if name == "stage2_feature_stride" and f is None:
+                continue
+            if f not in (2, 4) or self.motion_scale > f:
+                raise PsdError(f"{name} must be 2 or 4 and at least motion_scale "
+                               f"({self.motion_scale}), got {f}")
         if self.unet_width < 1 or not self.kernel_hidden:
             raise PsdError("unet_width must be >= 1 and kernel_hidden non-empty")
         if not 2 ** self.encoder_layers >= side or self.encoder_layers > 12:
@@ -195,9 +202,11 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
 # odd motion decoder, lr 5e-3 with the KL weight warmed up over a quarter of the budget, the
 # local-motion L1 in stage 2, and no copy of a chosen dimension among the active ones; stage 1
 # from the best of three starts, and 150 minutes so that the starts' 12 and the evaluation
-# still fit three hours.
+# still fit three hours. Stage 2 draws the masks from image features at half the side
+# (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride).
 LONG = QUICK.replace(out="runs/psd-long", max_minutes=150.0, lr=5e-3, kl_warmup=0.25,
-                     w_local=0.2, active_max_corr=0.5, starts=3, model={"odd_motion": True})
+                     w_local=0.2, active_max_corr=0.5, starts=3,
+                     model={"odd_motion": True, "stage2_feature_stride": 2})
 
 PROFILES: dict[str, TrainConfig] = {
     "quick": QUICK,

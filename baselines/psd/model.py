@@ -39,21 +39,27 @@ def _conv(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
 
 class ImageEncoder(nn.Module):
     """Frame 0 (B, 3, H, W) -> features (B, D, H/f, W/f): six 5x5 convs, two of stride 2 (PSD,
-    f = 4) or the first only (f = 2)."""
+    f = 4) or the first only (f = 2). The weights are the same for either f, so a run may
+    change f between its stages (`set_feature_stride`)."""
 
     def __init__(self, latent_dim: int, feature_stride: int = 4):
         super().__init__()
-        layers, cin, left = [], 3, feature_stride
+        layers, cin = [], 3
         for cout, stride in IMAGE_ENCODER_CHANNELS:
-            stride = min(stride, left)
-            left //= stride
             layers.append(_conv(cin, cout, 5, stride))
             cin = cout
         layers.append(_conv(cin, latent_dim, 5, norm=False))
         self.net = nn.Sequential(*layers)
+        # PSD's second halving (an index: a module attribute would add weights to the state)
+        self.second = [i for i, b in enumerate(self.net) if b[0].stride == (2, 2)][1]
+        self.set_feature_stride(feature_stride)
+
+    def set_feature_stride(self, feature_stride: int) -> None:
+        s = feature_stride // 2
+        self.net[self.second][0].stride = (s, s)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        return self.net(image.contiguous(memory_format=torch.channels_last))  # (B, D, h, w)
+        return self.net(image.contiguous(memory_format=torch.channels_last))  # (B, D, H/f, W/f)
 
 
 class MotionEncoder(nn.Module):
@@ -291,8 +297,16 @@ class PSD(nn.Module):
         """flow_px (B, 2, H, W) in pixels -> posterior mean, log-variance (B, D)."""
         return self.motion_encoder(flow_px / self.config.image_size)
 
+    @property
+    def feature_stride(self) -> int:
+        """The image features' grid now: `stage2_feature_stride` in stage 2 when it is set."""
+        cfg = self.config
+        return cfg.stage2_feature_stride if self.stage2 and cfg.stage2_feature_stride \
+            else cfg.feature_stride
+
     def local_motions(self, image: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """Frame 0 (B, 3, H, W) and latents (B, D) -> local motion maps (B, 2, D, H, W)."""
+        self.image_encoder.set_feature_stride(self.feature_stride)
         feats = self.image_encoder(image)  # (B, D, H/f, W/f)
         feats = cross_conv(feats, self.kernel_decoder(z))  # (B, D, H/f, W/f)
         side = self.config.image_size // self.config.motion_scale
