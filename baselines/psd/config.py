@@ -70,10 +70,10 @@ class ModelConfig:
             raise PsdError(f"motion_kernels must be odd sizes, got {self.motion_kernels}")
         if self.motion_scale not in (1, 2, 4):
             raise PsdError(f"motion_scale must be 1, 2 or 4, got {self.motion_scale}")
-        for name in ("feature_stride", "stage2_feature_stride"):
-            f = getattr(self, name)
-            if name == "stage2_feature_stride" and f is None:
-                continue
+        stage2 = self.stage2_feature_stride
+        grids = {"feature_stride": self.feature_stride,
+                 "stage2_feature_stride": self.feature_stride if stage2 is None else stage2}
+        for name, f in grids.items():
             if f not in (2, 4) or self.motion_scale > f:
                 raise PsdError(f"{name} must be 2 or 4 and at least motion_scale "
                                f"({self.motion_scale}), got {f}")
