@@ -12,6 +12,7 @@ import numpy as np
 from edges import masks_on_test  # this folder's edges.py (the script's folder is on sys.path)
 from scipy.optimize import linear_sum_assignment
 
+from benchmark.metrics import iou_matrix, slot_masks
 from geogen.schema import SLOTS
 
 
@@ -19,12 +20,9 @@ def main(ckpt: str, data: str, pairs: int, active_from: str | None) -> None:
     masks, t = masks_on_test(ckpt, data, pairs, active_from)
     on = masks > 0.5  # (N, A, H, W)
     vis, fl = t["visible"], t["flow"]  # (N, H, W), (N, H, W, 2)
-    iou = np.full((len(SLOTS), on.shape[1], pairs), np.nan)
-    for s in range(len(SLOTS)):
-        for i in range(pairs):
-            g = vis[i] == s + 1
-            if g.sum() >= 20:
-                iou[s, :, i] = (on[i] & g).sum((1, 2)) / (on[i] | g).sum((1, 2))
+    gt = slot_masks(vis)  # (N, S, H, W)
+    seen = gt.sum((2, 3)) >= 20  # (N, S) parts large enough to score
+    iou = np.where(seen[:, None], iou_matrix(on, gt), np.nan).transpose(2, 1, 0)  # (S, A, N)
     rows, cols = linear_sum_assignment(-np.nanmean(iou, 2))
     for s, a in zip(rows, cols):
         size, score = [], []

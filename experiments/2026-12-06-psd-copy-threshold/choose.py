@@ -12,13 +12,17 @@ from scipy.stats import spearmanr
 
 from baselines.psd import checkpoint
 from baselines.psd.data import load_train
+from baselines.psd.model import PSD
 from baselines.psd.trainer import choose_active, posterior_stats
 
 
 def main(model_path: str, data: str, pairs: int) -> None:
     torch.set_num_threads(1)
-    model = checkpoint.load(model_path)
-    cfg = checkpoint.config_of(checkpoint.read(model_path))
+    blob = checkpoint.read(model_path)
+    cfg = checkpoint.config_of(blob)
+    model = PSD(cfg.model)
+    checkpoint.load_weights(model, blob["model"], model_path)
+    model.eval()
     _, flow = load_train(data, pairs)
     kl, means = posterior_stats(model, torch.from_numpy(flow), torch.device("cpu"))
     live = [int(i) for i in np.argsort(-kl, kind="stable") if kl[i] > cfg.kl_active]

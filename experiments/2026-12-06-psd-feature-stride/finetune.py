@@ -40,11 +40,9 @@ def main(model: str, data: str, out: str, minutes: float, stride: int) -> None:
     cfg = run.replace(out=out, max_minutes=minutes, steps=10_000_000, starts=1, kl_warmup=0.0,
                       stage1_fraction=0.05, threads=1, model={"feature_stride": stride})
     cfg.validate()
-    frames, flow = load_train(data, cfg.max_pairs)
-    visible = load_visible(data, cfg.probe_pairs)
-    task = FromRun(blob, cfg, torch.from_numpy(frames), torch.from_numpy(flow), visible,
-                   part_names(data))
-    trainloop.fit(task, loop_config(cfg), (torch.from_numpy(frames), torch.from_numpy(flow)),
+    frames, flow = (torch.from_numpy(a) for a in load_train(data, cfg.max_pairs))
+    task = FromRun(blob, cfg, frames, flow, load_visible(data, cfg.probe_pairs), part_names(data))
+    trainloop.fit(task, loop_config(cfg), (frames, flow),
                   meta={"from": model, "feature_stride": stride})
     print(Path(out) / "model.pt")
 
