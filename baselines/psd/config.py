@@ -211,11 +211,11 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
 # local-motion L1 in stage 2, and no copy of a chosen dimension among the active ones; stage 1
 # from the best of three starts, and 150 minutes so that the starts' 12 and the evaluation
 # still fit three hours. Stage 2 draws the masks from image features at half the side
-# (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride). On a slow CPU stage 1
-# ends early enough to leave stage 2 its 120k pairs (at half the pairs stage 2 lost the
-# structure: docs/baselines/psd.md).
+# (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride). `stage2_pairs` stays
+# off: at one thread on a slow CPU the stage 1 it leaves lost a part's dimension
+# (experiments/2026-12-06-psd-stage2-pairs).
 LONG = QUICK.replace(out="runs/psd-long", max_minutes=150.0, lr=5e-3, kl_warmup=0.25,
-                     w_local=0.2, active_max_corr=0.5, starts=3, stage2_pairs=120_000,
+                     w_local=0.2, active_max_corr=0.5, starts=3,
                      model={"odd_motion": True, "stage2_feature_stride": 2})
 
 PROFILES: dict[str, TrainConfig] = {
