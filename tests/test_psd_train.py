@@ -12,7 +12,7 @@ from baselines.psd import PsdError, checkpoint
 from baselines.psd.config import PROFILES, ModelConfig, TrainConfig
 from baselines.psd.data import load_train, load_visible
 from baselines.psd.starts import start_loop, start_score
-from baselines.psd.trainer import choose_active, fit, stage1_over
+from baselines.psd.trainer import choose_active, fit
 from trainloop import config_difference
 
 SIZE, N = 32, 24
@@ -120,30 +120,11 @@ def test_stage_two_waits_for_a_live_dimension(tmp_path):
     assert stages == ["1"] * 8
 
 
-def test_stage_one_ends_early_enough_to_leave_stage_two_its_pairs():
-    cfg = PROFILES["long"].replace(max_minutes=100.0, stage1_fraction=0.8, kl_warmup=0.2,
-                                   stage2_pairs=1200, stage2_speed=0.5)
-    # 1 pair/s so far: stage 2 would run at 0.5/s and needs 2400 s, so it starts at 3600 s
-    assert not stage1_over(cfg, 0.59, 3540, 3540)
-    assert stage1_over(cfg, 0.6, 3600, 3600)
-    # twice as fast: the reserve is 1200 s, later than stage1_fraction's 4800 s
-    assert not stage1_over(cfg, 0.79, 4740, 2 * 4740)
-    assert stage1_over(cfg, 0.8, 4800, 2 * 4800)
-    # a very slow CPU still trains stage 1 through the KL warm-up
-    assert not stage1_over(cfg, 0.19, 1140, 10) and stage1_over(cfg, 0.2, 1200, 10)
-    # not in a start, nor without the reserve or a time budget
-    assert not stage1_over(cfg, 0.6, 3600, 3600, reserve=False)
-    assert not stage1_over(cfg.replace(stage2_pairs=None), 0.6, 3600, 3600)
-    assert not stage1_over(cfg.replace(max_minutes=None), 0.6, 3600, 3600)
-    with pytest.raises(PsdError, match="stage2_pairs"):
-        cfg.replace(stage2_pairs=0).validate()
-
-
 def test_a_checkpoint_written_before_the_switches_keeps_its_model():
     raw = json.loads(PROFILES["quick"].to_json())
     for key in ("odd_motion", "unet_down_bias", "bn_init_std", "motion_encoder_layers"):
         raw["model"].pop(key)
-    raw["min_active"] = 3  # a retired field
+    raw["min_active"], raw["stage2_pairs"] = 3, 120000  # retired fields
     cfg = TrainConfig.from_json(json.dumps(raw))
     assert cfg.model.odd_motion and cfg.model.unet_down_bias and cfg.model.bn_init_std == 0
     assert cfg.model.encoder_layers == 6  # log2(64): the old depth rule

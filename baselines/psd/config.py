@@ -107,11 +107,6 @@ class TrainConfig:
     steps: int = 100000  # step budget
     max_minutes: float | None = None  # time budget (training seconds); the run stops at either
     stage1_fraction: float = 0.8  # share of the budget spent before choosing active dimensions
-    # With a time budget: stage 1 ends earlier, once the time left would give stage 2 no more
-    # than this many pairs at `stage2_speed` times stage 1's measured pairs/s (None: off), but
-    # never before the KL warm-up ends. A slow CPU then gives up stage-1 pairs, not stage 2's.
-    stage2_pairs: int | None = None
-    stage2_speed: float = 0.6  # stage 2's pairs/s over stage 1's (docs/baselines/psd.md)
     max_pairs: int | None = None  # train on the first pairs only (None: all)
     w_flow: float = 1.0
     w_kl: float = 0.01  # beta of the KL to N(0, I)
@@ -153,9 +148,6 @@ class TrainConfig:
                            f"{self.max_minutes}")
         if not 0 < self.stage1_fraction < 1:
             raise PsdError(f"stage1_fraction must be in (0, 1), got {self.stage1_fraction}")
-        if (self.stage2_pairs is not None and self.stage2_pairs < 1) or not 0 < self.stage2_speed <= 10:
-            raise PsdError(f"stage2_pairs must be >= 1 (or None) and stage2_speed in (0, 10], got "
-                           f"{self.stage2_pairs}, {self.stage2_speed}")
         if not 0 <= self.kl_warmup <= self.stage1_fraction:
             raise PsdError(f"kl_warmup must be in [0, stage1_fraction = {self.stage1_fraction}], "
                            f"got {self.kl_warmup}")
@@ -192,7 +184,9 @@ class TrainConfig:
 
 # What a checkpoint written before the faithful profile trained with, for the fields it lacks.
 LEGACY_MODEL = {"odd_motion": True, "unet_down_bias": True, "bn_init_std": 0.0}
-RETIRED = ("min_active",)  # train fields that no longer exist (forced dead dims active)
+# Train fields that no longer exist: forced dead dims active; a stage-2 pair reserve that cost
+# stage 1 its parts (experiments/2026-12-06-psd-stage2-pairs).
+RETIRED = ("min_active", "stage2_pairs", "stage2_speed")
 
 # The faithful model (PSD's public code) at the data's side, PSD's training as we read it:
 # the gpu profile's, and the base of the others.
@@ -211,9 +205,7 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
 # local-motion L1 in stage 2, and no copy of a chosen dimension among the active ones; stage 1
 # from the best of three starts, and 150 minutes so that the starts' 12 and the evaluation
 # still fit three hours. Stage 2 draws the masks from image features at half the side
-# (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride). `stage2_pairs` stays
-# off: at one thread on a slow CPU the stage 1 it leaves lost a part's dimension
-# (experiments/2026-12-06-psd-stage2-pairs).
+# (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride).
 LONG = QUICK.replace(out="runs/psd-long", max_minutes=150.0, lr=5e-3, kl_warmup=0.25,
                      w_local=0.2, active_max_corr=0.5, starts=3,
                      model={"odd_motion": True, "stage2_feature_stride": 2})

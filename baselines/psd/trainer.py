@@ -1,5 +1,5 @@
-"""PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the budget (or
-earlier, to leave stage 2 `stage2_pairs`: `stage1_over`) the active dimensions are chosen by their posterior KL (only those above `kl_active`, and with
+"""PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the budget the
+active dimensions are chosen by their posterior KL (only those above `kl_active`, and with
 `active_max_corr` < 1 no copy of a chosen one; with none, stage 1 goes on and the choice is
 retried), the motion encoder is frozen and the structure is learned (stage 2); with `starts` > 1
 stage 1 begins from the best of several short starts (baselines.psd.starts). At the end the
@@ -100,22 +100,6 @@ def choose_active(kl: np.ndarray, threshold: float, means: np.ndarray | None = N
     return [live[a] for a in kept]
 
 
-def stage1_over(cfg: TrainConfig, fraction: float, seconds: float, pairs: int, *,
-                reserve: bool = True) -> bool:
-    """Whether stage 1 has had its share: `stage1_fraction` of the budget, or (with
-    `stage2_pairs`, a time budget and `reserve`) the moment the time left would give stage 2 no
-    more than `stage2_pairs` at `stage2_speed` times the pairs/s so far (`pairs` in `seconds`
-    of training), once the KL warm-up is over."""
-    if fraction >= cfg.stage1_fraction:
-        return True
-    if not reserve or cfg.stage2_pairs is None or cfg.max_minutes is None:
-        return False
-    if fraction < cfg.kl_warmup or seconds <= 0 or pairs <= 0:
-        return False
-    left = cfg.max_minutes * 60 - seconds  # (s)
-    return left * cfg.stage2_speed * pairs / seconds <= cfg.stage2_pairs
-
-
 class PsdTask(trainloop.Task):
     """PSD's step in the shared loop; `flow` (N, H, W, 2) chooses the active dimensions."""
 
@@ -153,9 +137,7 @@ class PsdTask(trainloop.Task):
         return bool(active)
 
     def before_step(self, model: nn.Module, ctx: trainloop.StepContext) -> bool:
-        if model.stage2 or not stage1_over(self.config, ctx.fraction * self.share,
-                                           ctx.state["train_seconds"], ctx.state["pairs"],
-                                           reserve=not self.start_only):
+        if model.stage2 or ctx.fraction * self.share < self.config.stage1_fraction:
             return False
         last = ctx.state.get("kl_step")  # a choice that found no live dimension waits
         if last is not None and ctx.state["step"] - last < self.config.retry_steps:

@@ -40,7 +40,7 @@ def main(stage1: str, data: str, out: str, pairs: int) -> None:
     dims = checkpoint.meta_of(blob)["active_dims"]
     run = checkpoint.config_of(blob)
     cfg = run.replace(out=out, max_minutes=None, steps=-(-pairs // run.batch_size), starts=1,
-                      kl_warmup=0.0, stage1_fraction=0.05, stage2_pairs=None, threads=1)
+                      kl_warmup=0.0, stage1_fraction=0.05, threads=1)
     cfg.validate()
     frames, flow = (torch.from_numpy(a) for a in load_train(data, cfg.max_pairs))
     task = FromStage1(blob, dims, cfg, frames, flow, load_visible(data, cfg.probe_pairs),
