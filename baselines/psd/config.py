@@ -205,9 +205,11 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
 # local-motion L1 in stage 2, and no copy of a chosen dimension among the active ones; stage 1
 # from the best of three starts, and 150 minutes so that the starts' 12 and the evaluation
 # still fit three hours. Stage 2 draws the masks from image features at half the side
-# (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride).
+# (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride). `w_local` 0.5 makes the
+# children's local motions shed the parent's, so that both of the circle's links reach 1
+# (0.2 left them at the loss's optimum near 0.8; experiments/2026-12-07-psd-local-weight).
 LONG = QUICK.replace(out="runs/psd-long", max_minutes=150.0, lr=5e-3, kl_warmup=0.25,
-                     w_local=0.2, active_max_corr=0.5, starts=3,
+                     w_local=0.5, active_max_corr=0.5, starts=3,
                      model={"odd_motion": True, "stage2_feature_stride": 2})
 
 PROFILES: dict[str, TrainConfig] = {
