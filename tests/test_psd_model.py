@@ -84,6 +84,29 @@ def test_psd_forward_shapes_in_both_stages(scale, stride):
     assert model.active_dims() == [0, 2, 3] and model.stage2
 
 
+@torch.no_grad()
+def test_stage2_flow_active_leaves_the_inactive_dimensions_motion_out():
+    """stage2_flow "all" (PSD) sums every dimension's motion into stage 2's flow; "active" only
+    the active dimensions' (after the structure); stage 1 sums all in either."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(image_size=SIZE, latent_dim=D, kernel_hidden=(8,), unet_width=4,
+                      motion_scale=2, motion_kernels=(5, 3))
+    img, flow = torch.rand(B, 3, SIZE, SIZE), torch.randn(B, 2, SIZE, SIZE)
+    every, active = PSD(cfg).eval(), PSD(dataclasses.replace(cfg, stage2_flow="active")).eval()
+    active.load_state_dict(every.state_dict())
+    out_all, out_act = every(img, flow), active(img, flow)  # stage 1: the same sum
+    assert torch.allclose(out_all.flow, out_act.flow)
+    for model in (every, active):
+        model.set_active([1, 3])
+    out_all, out_act = every(img, flow), active(img, flow)
+    assert torch.allclose(out_all.local, out_act.local)
+    rest = out_all.local[:, :, [0, 2, 4, 5]].sum(2)  # (B, 2, H, W) the inactive dims' motion
+    assert float(rest.abs().max()) > 1e-4  # so the two flows must differ by it
+    assert torch.allclose(out_all.flow - out_act.flow, rest, atol=1e-5)
+    with pytest.raises(PsdError, match="stage2_flow"):
+        dataclasses.replace(cfg, stage2_flow="some").validate()
+
+
 def test_cross_conv_matches_a_per_sample_per_dimension_loop():
     g = _gen(1)
     feats = torch.randn(4, 5, 9, 11, generator=g)

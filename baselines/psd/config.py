@@ -49,6 +49,9 @@ class ModelConfig:
     # Batch-norm gains start at normal(1, bn_init_std) (PSD: 1.0); 0 starts them at 1.
     bn_init_std: float = 1.0
     structure_init: float = -10.0  # logit of every parent-child weight at the start
+    # Stage 2's flow: "all" sums every dimension's motion (PSD), "active" the active ones only,
+    # so a live copy left out of the active set cannot carry part of a chosen part's motion.
+    stage2_flow: str = "all"
     # Added to the squared motion norm before its square root, so the gradient stays finite
     # where a motion map is exactly zero.
     norm_eps: float = 1e-12
@@ -68,6 +71,8 @@ class ModelConfig:
                            f"{self.latent_dim}, {self.kernel_size}")
         if any(k % 2 == 0 for k in self.motion_kernels) or not self.motion_kernels:
             raise PsdError(f"motion_kernels must be odd sizes, got {self.motion_kernels}")
+        if self.stage2_flow not in ("all", "active"):
+            raise PsdError(f"stage2_flow must be 'all' or 'active', got {self.stage2_flow!r}")
         if self.motion_scale not in (1, 2, 4):
             raise PsdError(f"motion_scale must be 1, 2 or 4, got {self.motion_scale}")
         stage2 = self.stage2_feature_stride

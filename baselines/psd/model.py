@@ -331,6 +331,8 @@ class PSD(nn.Module):
         if self.stage2:
             masks = self.masks(local[:, :, self.active])  # (B, A, H, W)
             motion = self.structure(local, masks, self.active)
+            if self.config.stage2_flow == "active":
+                motion = motion[:, :, self.active]  # (B, 2, A, H, W)
         flow = motion.sum(2)  # (B, 2, H, W)
         return Outputs(mean=mean, log_var=log_var, local=local, flow=flow,
                        image=self.image_decoder(image, flow.detach()))

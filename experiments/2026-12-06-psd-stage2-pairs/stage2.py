@@ -8,7 +8,8 @@ set active (stage 2: the motion encoder frozen, the grid of `stage2_feature_stri
 2 trained for PAIRS pairs on one thread with the run's losses, batch and learning rates, the KL
 at its full weight, and a fresh Adam (the run's own continued its stage-1 state). Writes
 OUT/model.pt (resumable from OUT/checkpoint.pt, as any run). FIELD=VALUE pairs change train
-fields of the run's config for stage 2 (values read as JSON: `w_local=0.5`).
+fields of the run's config for stage 2 (values read as JSON: `w_local=0.5`;
+`model.stage2_flow="active"` a model field).
 """
 import json
 import sys
@@ -41,15 +42,17 @@ def main(stage1: str, data: str, out: str, pairs: int, changes: dict | None = No
     blob = checkpoint.read(stage1)
     dims = checkpoint.meta_of(blob)["active_dims"]
     run = checkpoint.config_of(blob)
+    changes = dict(changes or {})
+    model = {k[len("model."):]: changes.pop(k) for k in list(changes) if k.startswith("model.")}
     cfg = run.replace(out=out, max_minutes=None, steps=-(-pairs // run.batch_size), starts=1,
-                      kl_warmup=0.0, stage1_fraction=0.05, threads=1, **(changes or {}))
+                      kl_warmup=0.0, stage1_fraction=0.05, threads=1, model=model, **changes)
     cfg.validate()
     frames, flow = (torch.from_numpy(a) for a in load_train(data, cfg.max_pairs))
     task = FromStage1(blob, dims, cfg, frames, flow, load_visible(data, cfg.probe_pairs),
                       part_names(data))
     trainloop.fit(task, loop_config(cfg), (frames, flow),
                   meta={"from": stage1, "active_dims": dims, "stage2_pairs": pairs,
-                        "changes": changes or {}})
+                        "changes": {**changes, **{f"model.{k}": v for k, v in model.items()}}})
     print(Path(out) / "model.pt")
 
 
