@@ -190,23 +190,6 @@ def median_step(fn: Callable[[], None], steps: int, warmup: int = 3) -> tuple[fl
     return statistics.median(times), warm_s
 
 
-def alternate(steppers: dict[str, tuple[Callable[[], None], int]], rounds: int,
-              steps: int, warmup: int = 3) -> dict[str, list[float]]:
-    """Rows/s of each named (step, rows per step) over `rounds` rounds of `steps` steps, the
-    variants taking turns within each round, so that all of them see the same load."""
-    for step, _ in steppers.values():
-        for _ in range(warmup):  # (and compile)
-            step()
-    rates: dict[str, list[float]] = {k: [] for k in steppers}
-    for _ in range(rounds):
-        for name, (step, rows) in steppers.items():
-            t = time.perf_counter()
-            for _ in range(steps):
-                step()
-            rates[name].append(rows * steps / (time.perf_counter() - t))
-    return rates
-
-
 def bench_row(sub: Subject, steps: int, peaks: dict[int, float],
               trained: Subject | None = None) -> dict[str, Any]:
     """FLOPs and eager float32 speed of one subject, and the speed of `trained` (the same step

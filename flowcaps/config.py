@@ -38,9 +38,6 @@ class ModelConfig:
     # it would cost the most), before its ReLU; 0 = none (the paper).
     enc_norm: int = 0
     enc_stem: str = "pool"  # where the first halving comes: "pool" (the paper's), see docs/flowcaps.md
-    # The encoder sees the image average-pooled by this factor (1, 2 or 4): every block, the heat
-    # map and the FC at a 1/factor of their side; the masks are still drawn at full size.
-    enc_input_pool: int = 1
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
     # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
     # position of a per-capsule heat map over the last-but-one conv block (see model.Encoder).
@@ -102,16 +99,6 @@ class ModelConfig:
         if self.image_size % (2 ** pools) or self.image_size < 2 ** pools:
             raise FlowcapsError(f"image_size {self.image_size} must be a multiple of "
                                 f"{2 ** pools} ({pools} pooling stages)")
-        check_input_pool(self.enc_input_pool, self.image_size, pools, "enc_input_pool")
-
-
-def check_input_pool(pool: int, image_size: int, pools: int, name: str) -> None:
-    """The encoder's input pooling: 1, 2 or 4, leaving each of its pooling stages a whole side."""
-    if pool not in (1, 2, 4):
-        raise FlowcapsError(f"{name} must be 1, 2 or 4, got {pool}")
-    if image_size % (pool * 2 ** pools):
-        raise FlowcapsError(f"{name} {pool} needs image_size ({image_size}) a multiple of "
-                            f"{pool * 2 ** pools} ({pools} pooling stages after it)")
 
 
 @dataclass(frozen=True)
@@ -173,9 +160,6 @@ class TrainConfig:
     w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
     w_usage: float = 0.0  # losses.usage_loss, mean_k sqrt(E_u Lambda+_k); 0 = off (the paper)
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
-    # For this fraction of the run the encoder sees its input pooled twice as much as the model's
-    # enc_input_pool says (a cheaper first phase); after it, and at test time, as the model says.
-    low_res_until: float = 0.0
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
     grad_clip: float = 1.0  # 0 = off; below 0, torch's clipping would flip the gradient
     # bf16 autocast of the network: True, False, or "auto" (on where the hardware computes bf16
@@ -208,13 +192,6 @@ class TrainConfig:
             raise FlowcapsError(f"bf16 must be true, false or auto, got {self.bf16!r}")
         if not 0 <= self.prior_anneal <= 1:
             raise FlowcapsError(f"prior_anneal must be a fraction of the run in [0, 1], got {self.prior_anneal}")
-        if not 0 <= self.low_res_until <= 1:
-            raise FlowcapsError(f"low_res_until must be a fraction of the run in [0, 1], got "
-                                f"{self.low_res_until}")
-        if self.low_res_until > 0:
-            m = self.model
-            check_input_pool(2 * m.enc_input_pool, m.image_size, len(m.enc_channels),
-                             "low_res_until's input pooling (2 x enc_input_pool)")
         if self.mix_data is not None and not self.mix_data.strip():
             raise FlowcapsError("mix_data must name a dataset folder (or be null for none)")
         if not 0 <= self.mix_first < 1 or (self.mix_first > 0 and self.mix_data is None):

@@ -42,16 +42,11 @@ class PointMasks:
 
 class Encoder(nn.Module):
     """Conv (+ GroupNorm past the first, `enc_norm`) + ReLU with 2x2 average pooling between, a
-    tanh FC, then K*C capsule numbers; `enc_stem` says where the first halving comes.
-
-    `input_pool` (the config's `enc_input_pool`; the trainer raises it for a low-resolution
-    phase) average-pools the input first. The weights do not depend on it: the heat prior and
-    cell centres are pooled with the input, and the last map is repeated back to the FC's side."""
+    tanh FC, then K*C capsule numbers; `enc_stem` says where the first halving comes."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.input_pool = cfg.enc_input_pool
         c_in = 3 + (2 if cfg.coord_channels else 0)
         if cfg.enc_stem == "space_to_depth":
             c_in *= 4  # each 2x2 cell's values as channels
@@ -94,8 +89,8 @@ class Encoder(nn.Module):
                 with torch.no_grad():  # start as a small correction of the FC head's output
                     self.pooled[-1].weight.mul_(0.1)
                     self.pooled[-1].bias.zero_()
-        self.fc_side = cfg.image_size // 2 ** len(cfg.enc_channels)
-        self.fc = nn.Linear(c_in * self.fc_side ** 2, cfg.enc_hidden)
+        side = cfg.image_size // 2 ** len(cfg.enc_channels)
+        self.fc = nn.Linear(c_in * side * side, cfg.enc_hidden)
         self.head = nn.Linear(cfg.enc_hidden, cfg.num_capsules * cfg.capsule_dim)
         if cfg.coord_channels:
             coords = geometry.pixel_centres(cfg.image_size, cfg.image_size)  # (H*W, 2)
@@ -130,39 +125,25 @@ class Encoder(nn.Module):
         x = images
         if self.cfg.coord_channels:
             x = torch.cat([x, self.coords.expand(x.shape[0], -1, -1, -1).to(x.dtype)], 1)  # (B, 5, H, W)
-        p = self.input_pool
-        if p > 1:  # pooled coordinates are the coarser grid's pixel centres
-            x = F.avg_pool2d(x, p)  # (B, c, H/p, W/p)
         if self.cfg.enc_stem == "space_to_depth":
             x = F.pixel_unshuffle(x, 2)  # (B, 4c, H/2, W/2)
         t = local = None
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
             x = F.relu(norm(conv(x)))  # (B, c, h, w)
             if i == self.heat_block and self.cfg.translation_head == "softargmax":
-                prior, cells = self.heat_prior, self.cells  # (K, h*w), (h*w, 2) at full input
-                if p > 1:
-                    prior, cells = _pool_cells(prior, p), _pool_cells(cells.T, p).T
-                logits = self.heat(x).flatten(2).float() + self.prior_gain * prior  # (B, K, h*w)
+                logits = self.heat(x).flatten(2).float() + self.prior_gain * self.heat_prior  # (B, K, h*w)
                 attn = torch.softmax(logits, -1)  # (B, K, h*w)
-                t = attn @ cells  # (B, K, 2)
+                t = attn @ self.cells  # (B, K, 2)
                 if self.cfg.pooled_params:
                     feats = attn.to(x.dtype) @ x.flatten(2).transpose(1, 2)  # (B, K, c)
                     local = self.pooled(feats)  # (B, K, C)
             if self.pool_after[i]:
                 x = F.avg_pool2d(x, 2)  # (B, c, h/2, w/2)
-        if x.shape[-1] != self.fc_side:
-            x = F.interpolate(x, size=(self.fc_side, self.fc_side), mode="nearest")  # (B, c, s, s)
         h = torch.tanh(self.fc(x.flatten(1)))  # (B, enc_hidden)
         raw = self.head(h).view(-1, self.cfg.num_capsules, self.cfg.capsule_dim)  # (B, K, C)
         if self.cfg.pooled_params:
             raw = raw + local
         return raw, t
-
-
-def _pool_cells(v: torch.Tensor, p: int) -> torch.Tensor:
-    """(N, h*w) values on a square grid of cells -> (N, h*w/p^2), each p x p block averaged."""
-    side = math.isqrt(v.shape[-1])
-    return F.avg_pool2d(v.reshape(-1, 1, side, side), p).flatten(1)  # (N, h*w/p^2)
 
 
 class MaskDecoder(nn.Module):

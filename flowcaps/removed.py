@@ -12,11 +12,12 @@ from flowcaps.errors import FlowcapsError
 
 MODEL_FIELDS = {"heat_offset": 0.0, "depth_code": "image", "mask_reading": "prob", "heat_block": -2,
                 "enc_extra_convs": 0, "heat_window": 0, "enc_norm_kind": "group",
-                "split_first_layer": True, "enc_separable": False}
+                "split_first_layer": True, "enc_separable": False, "enc_input_pool": 1}
 TRAIN_FIELDS = {"blur_fade": 0.0, "w_consistency": 0.0, "w_segment": 0.0, "overlap_start": 0.0,
                 "occlusion_aware": False, "edge_source": "gradient", "w_layers": 0.0,
                 "window_ramp": 0.0, "w_distinct": 0.0, "distinct_margin": 0.96,
-                "w_overlap": 0.0, "overlap_tau": 1.0, "mask_prior_anneal": 0.0}
+                "w_overlap": 0.0, "overlap_tau": 1.0, "mask_prior_anneal": 0.0,
+                "low_res_until": 0.0}
 
 
 def drop(raw: dict[str, Any], removed: dict[str, Any], prefix: str = "") -> dict[str, Any]:

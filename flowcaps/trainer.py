@@ -210,9 +210,6 @@ class FlowcapsTask(trainloop.Task):
         center_scale = trainloop.ramp(ctx.fraction, cfg.center_warmup)
         if cfg.prior_anneal > 0 and hasattr(self.model.encoder, "prior_gain"):
             self.model.encoder.prior_gain.fill_(_fade(ctx.fraction, cfg.prior_anneal))
-        if cfg.low_res_until > 0:  # a Python int: the compiled step specialises on it once a phase
-            low = ctx.fraction < cfg.low_res_until
-            self.model.encoder.input_pool = cfg.model.enc_input_pool * (2 if low else 1)
         # A tensor, not a float: torch.compile would specialise (recompile) on every value.
         terms = loss_fn(img0, img1, gen, torch.tensor(center_scale, device=ctx.device))
         return terms.total, {n: getattr(terms, n) for n in TERM_FIELDS}

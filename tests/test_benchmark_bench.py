@@ -106,13 +106,3 @@ def test_every_trained_method_has_a_bench_subject():
     from benchmark import bench
     from benchmark.registry import load_methods
     assert set(load_methods()) - {"flowcaps-refine"} <= set(bench.SUBJECTS)
-
-
-def test_alternate_takes_turns_and_rates_rows_per_second():
-    """Every variant warms up first, then each round runs each variant's steps in turn."""
-    calls = []
-    steppers = {name: ((lambda n=name: calls.append(n)), rows)
-                for name, rows in (("a", 16), ("b", 8))}
-    rates = bench.alternate(steppers, rounds=2, steps=3, warmup=1)
-    assert calls == ["a", "b"] + (["a"] * 3 + ["b"] * 3) * 2
-    assert set(rates) == {"a", "b"} and all(len(v) == 2 and min(v) > 0 for v in rates.values())

@@ -164,35 +164,6 @@ def test_encoder_stem_halves_the_first_two_convs_sides_only(stem):
         FlowCapsules(dataclasses.replace(cfg, enc_stem="wide"))
 
 
-def test_input_pool_runs_the_encoder_at_a_fraction_of_the_side_with_the_same_weights():
-    """enc_input_pool 2: every block at half its side, the heat map's cells the coarser grid's
-    pixel centres, and the same state dict as the full-size model, so one set of weights runs
-    at either side; masks are still drawn at the image's size."""
-    from flowcaps import geometry
-    from flowcaps.model import _pool_cells
-    cfg = dataclasses.replace(SMALL, enc_channels=(4, 8, 8), pooled_params=True)
-    torch.manual_seed(0)
-    full = FlowCapsules(cfg)
-    pooled = FlowCapsules(dataclasses.replace(cfg, enc_input_pool=2))
-    pooled.load_state_dict(full.state_dict())  # raises if a weight's shape differs
-    for model, want in ((full, [32, 16, 8]), (pooled, [16, 8, 4])):
-        seen = []
-        for conv in model.encoder.convs:
-            conv.register_forward_hook(lambda m, i, o: seen.append(o.shape[-1]))
-        assert model.parse(_images(2)).masks.shape == (2, 4, 32, 32)
-        assert seen == want
-    cells = full.encoder.cells  # (16*16, 2): the heat block is the first, at 32 / 2 = 16
-    assert torch.allclose(_pool_cells(cells.T, 2).T, geometry.pixel_centres(8, 8), atol=1e-6)
-    # the pooled model's translations differ from the full model's, but stay in the image frame
-    with torch.no_grad():
-        t_full, t_pooled = full.encoder(_images(2))[1], pooled.encoder(_images(2))[1]
-    assert not torch.allclose(t_full, t_pooled) and float(t_pooled.abs().max()) <= 1
-    with pytest.raises(FlowcapsError, match="enc_input_pool must be 1, 2 or 4"):
-        FlowCapsules(dataclasses.replace(cfg, enc_input_pool=3))
-    with pytest.raises(FlowcapsError, match="multiple of 64"):  # 32 / 4 leaves 8 for four pools
-        FlowCapsules(dataclasses.replace(cfg, enc_channels=(4, 8, 8, 8), enc_input_pool=4))
-
-
 def test_config_json_round_trip_and_errors():
     cfg = PROFILES["quick"](out="somewhere").replace(blur_sigmas=[0.0, 2.0], model={"num_capsules": 5})
     assert cfg.blur_sigmas == (0.0, 2.0) and cfg.model.num_capsules == 5

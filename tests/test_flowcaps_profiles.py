@@ -144,13 +144,14 @@ def test_removed_switches_load_only_at_their_off_value():
         on = {"blur_fade": 0.5, "w_consistency": 3.0, "w_segment": 1.0, "overlap_start": 0.4,
               "occlusion_aware": True, "edge_source": "difference", "w_layers": 1.0,
               "window_ramp": 0.5, "w_distinct": 0.01, "distinct_margin": 0.9, "w_overlap": 0.05,
-              "overlap_tau": 2.0, "mask_prior_anneal": 0.5}[key]
+              "overlap_tau": 2.0, "mask_prior_anneal": 0.5, "low_res_until": 0.9}[key]
         with pytest.raises(FlowcapsError, match=f"{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({key: on}, {}))
     for key in removed.MODEL_FIELDS:
         on = {"heat_offset": 0.15, "depth_code": "capsule", "mask_reading": "logit",
               "heat_block": -1, "enc_extra_convs": 1, "heat_window": 2,
-              "enc_norm_kind": "batch", "split_first_layer": False, "enc_separable": True}[key]
+              "enc_norm_kind": "batch", "split_first_layer": False, "enc_separable": True,
+              "enc_input_pool": 2}[key]
         with pytest.raises(FlowcapsError, match=f"model.{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({}, {key: on}))
     # a removed value of a kept switch is refused by validation

@@ -110,28 +110,6 @@ def test_prior_fade_is_a_fraction_of_the_run(tmp_path):
         tiny_config(tmp_path / "run", prior_anneal=1.5).validate()
 
 
-def test_low_res_phase_pools_the_encoder_input_for_its_fraction_only(tmp_path, monkeypatch):
-    """low_res_until 0.5: the first half of the steps' encoder sees the input at half its side,
-    the rest and the saved model at the model's own; a pooling the model cannot take is refused."""
-    sides = []
-    build = train_mod.FlowcapsTask.build
-
-    def build_and_watch(task, device):
-        model = build(task, device)
-        model.encoder.convs[0].register_forward_hook(lambda m, i, o: sides.append(o.shape[-1]))
-        return model
-
-    monkeypatch.setattr(train_mod.FlowcapsTask, "build", build_and_watch)
-    path = train_mod.fit(tiny_config(tmp_path / "run", low_res_until=0.5), tiny_pairs(), progress=False)
-    # one encoder pass a step (both frames in one batch); 8 steps, the fraction at step i is i / 8
-    assert sides == [16] * 4 + [32] * 4, sides
-    assert flowcaps.load(path).encoder.input_pool == 1
-    with pytest.raises(FlowcapsError, match="low_res_until must be a fraction"):
-        tiny_config(tmp_path / "x", low_res_until=1.5).validate()
-    with pytest.raises(FlowcapsError, match="2 x enc_input_pool"):
-        tiny_config(tmp_path / "x", low_res_until=0.5, model={"enc_input_pool": 4}).validate()
-
-
 def test_init_starts_from_a_checkpoints_weights(tmp_path):
     """`init` loads another run's weights (model config must match); a resume ignores it."""
     pairs = tiny_pairs()
