@@ -172,11 +172,12 @@ def test_the_long_profile_is_the_quick_model_with_its_documented_changes():
     quick, long = PROFILES["quick"], PROFILES["long"]
     diff = config_difference(dataclasses.asdict(quick), dataclasses.asdict(long))
     assert set(diff) == {"lr", "kl_warmup", "w_local", "active_max_corr", "starts",
-                         "model.odd_motion", "model.stage2_feature_stride"}
+                         "model.odd_motion", "model.stage2_feature_stride", "model.stage2_flow"}
     assert long.max_minutes == 150.0 and long.threads == 1 and long.starts == 3
     # the starts' extra minutes and the evaluation (about 8 minutes) fit the three-hour profile
     assert long.max_minutes * (1 + (long.starts - 1) * long.start_fraction) < 165
     assert not PROFILES["gpu"].model.odd_motion and PROFILES["gpu"].w_local == 0.0
+    assert PROFILES["gpu"].model.stage2_flow == "all"  # PSD's
 
 
 def test_load_train_reads_pairs_and_flow(tiny_geo):

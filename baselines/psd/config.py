@@ -213,9 +213,12 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
 # (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride). `w_local` 0.5 makes the
 # children's local motions shed the parent's, so that both of the circle's links reach 1
 # (0.2 left them at the loss's optimum near 0.8; experiments/2026-12-07-psd-local-weight).
+# Stage 2's flow from the active dimensions only: a live copy left out of the active set took
+# the circle's motion where the circle's mask fell short (experiments/2026-12-07-psd-stage2-flow).
 LONG = QUICK.replace(out="runs/psd-long", max_minutes=150.0, lr=5e-3, kl_warmup=0.25,
                      w_local=0.5, active_max_corr=0.5, starts=3,
-                     model={"odd_motion": True, "stage2_feature_stride": 2})
+                     model={"odd_motion": True, "stage2_feature_stride": 2,
+                            "stage2_flow": "active"})
 
 PROFILES: dict[str, TrainConfig] = {
     "quick": QUICK,
