@@ -42,17 +42,18 @@ def main(stage1: str, data: str, out: str, pairs: int, changes: dict | None = No
     blob = checkpoint.read(stage1)
     dims = checkpoint.meta_of(blob)["active_dims"]
     run = checkpoint.config_of(blob)
-    changes = dict(changes or {})
-    model = {k[len("model."):]: changes.pop(k) for k in list(changes) if k.startswith("model.")}
+    changes = changes or {}
+    model = {k[len("model."):]: v for k, v in changes.items() if k.startswith("model.")}
+    train = {k: v for k, v in changes.items() if not k.startswith("model.")}
     cfg = run.replace(out=out, max_minutes=None, steps=-(-pairs // run.batch_size), starts=1,
-                      kl_warmup=0.0, stage1_fraction=0.05, threads=1, model=model, **changes)
+                      kl_warmup=0.0, stage1_fraction=0.05, threads=1, model=model, **train)
     cfg.validate()
     frames, flow = (torch.from_numpy(a) for a in load_train(data, cfg.max_pairs))
     task = FromStage1(blob, dims, cfg, frames, flow, load_visible(data, cfg.probe_pairs),
                       part_names(data))
     trainloop.fit(task, loop_config(cfg), (frames, flow),
                   meta={"from": stage1, "active_dims": dims, "stage2_pairs": pairs,
-                        "changes": {**changes, **{f"model.{k}": v for k, v in model.items()}}})
+                        "changes": changes})
     print(Path(out) / "model.pt")
 
 

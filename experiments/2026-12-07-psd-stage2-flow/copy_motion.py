@@ -28,11 +28,12 @@ def main(path: str, copy: int, data: str, pairs: int) -> None:
     frame0 = torch.from_numpy(frames[:, 0]).permute(0, 3, 1, 2).float() / 255  # (N, 3, H, W)
     flow_px = torch.from_numpy(flow.astype(np.float32)).permute(0, 3, 1, 2)  # (N, 2, H, W)
     mean, _ = model.encode(flow_px)  # (N, D)
-    mag = model.local_motions(frame0, mean).norm(dim=1).numpy()  # (N, D, H, W)
+    local = model.local_motions(frame0, mean)  # (N, 2, D, H, W)
+    mag = local.norm(dim=1).numpy()  # (N, D, H, W)
+    own = model.masks(local)[:, circle].numpy()  # (N, H, W) the circle's mask, PSD's rule
     corr = {d: round(float(np.corrcoef(mean[:, copy], mean[:, d])[0, 1]), 3)
             for d in model.active_dims()}
     print(f"copy {copy}: posterior-mean correlation with the active dimensions {corr}")
-    own = mag[:, circle] / (mag[:, circle].reshape(len(mag), -1).max(1)[:, None, None] + 1e-4)
     on = visible == labels.index("circle")
     truth = np.linalg.norm(flow, axis=-1) * model.config.flow_scale  # (N, H, W) as the motions
     for name, sel in (("mask >= 1/2", on & (own >= 0.5)), ("mask < 1/2", on & (own < 0.5))):
