@@ -50,6 +50,15 @@ def test_two_stages_export_and_log(tmp_path):
     assert sorted(checkpoint.meta_of(stage1)["active_dims"]) == meta["active_dims"]  # KL order
 
 
+@pytest.mark.parametrize("fresh", [False, True])
+def test_stage_two_may_start_with_a_fresh_adam(tmp_path, fresh):
+    frames, flow = _data()
+    fit(_cfg(tmp_path, stage2_fresh_optimizer=fresh), frames, flow, progress=False)
+    adam = checkpoint.read(tmp_path / "checkpoint.pt")["optimizer"]
+    # the image decoder trains in both stages: 8 steps, or the 4 since the switch
+    assert max(float(s["step"]) for s in adam["state"].values()) == (4 if fresh else 8)
+
+
 def test_active_dimensions_by_kl_never_a_dead_one():
     kl = np.array([0.1, 3.0, 0.7, 0.0007, 5.0, 0.5])  # nats
     assert choose_active(kl, 0.5) == [4, 1, 2]  # largest first; 0.5 itself is not above
@@ -172,7 +181,8 @@ def test_the_long_profile_is_the_quick_model_with_its_documented_changes():
     quick, long = PROFILES["quick"], PROFILES["long"]
     diff = config_difference(dataclasses.asdict(quick), dataclasses.asdict(long))
     assert set(diff) == {"lr", "kl_warmup", "w_local", "active_max_corr", "starts",
-                         "model.odd_motion", "model.stage2_feature_stride", "model.stage2_flow"}
+                         "stage2_fresh_optimizer", "model.odd_motion",
+                         "model.stage2_feature_stride", "model.stage2_flow"}
     assert long.max_minutes == 150.0 and long.threads == 1 and long.starts == 3
     # the starts' extra minutes and the evaluation (about 8 minutes) fit the three-hour profile
     assert long.max_minutes * (1 + (long.starts - 1) * long.start_fraction) < 165

@@ -69,6 +69,24 @@ def test_the_toy_resumes_exactly_and_a_budget_may_grow(tmp_path):
     assert torch.equal(straight.weight, resumed.weight)
 
 
+class PhasedToy(Toy):
+    """The toy with a second phase from step 30 on."""
+
+    def __init__(self, fresh):
+        self.fresh_optimizer_each_phase = fresh
+
+    def before_step(self, model, ctx):
+        return ctx.step == 30
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_new_phase_may_start_the_optimiser_afresh(tmp_path, fresh):
+    trainloop.fit(PhasedToy(fresh), _cfg(tmp_path), _data(), progress=False)
+    adam = Toy().read(tmp_path / "checkpoint.pt")["optimizer"]
+    assert float(adam["state"][0]["step"]) == (50 if fresh else 80)  # counted from the phase
+    assert adam["param_groups"][0]["lr"] == Toy.lr  # the rates are kept
+
+
 def test_the_resume_rule_names_the_changed_fields_at_any_depth():
     saved = {"lr": 1e-3, "model": {"width": 3, "threads": 1}, "out": "a", "max_minutes": 5}
     same = {"lr": 1e-3, "model": {"width": 3, "threads": 2}, "out": "b", "max_minutes": 9}

@@ -101,6 +101,9 @@ class Task:
     # The first step compiles (a minute on a CPU): a time budget that it spends is refused, as
     # a run too small to train, rather than exported as a model of one step.
     compiles = False
+    # A new phase (`before_step` True) starts the optimiser afresh (its moments and step
+    # counts cleared; the learning rates kept), as a separate training stage would.
+    fresh_optimizer_each_phase = False
 
     # --- what every method defines ---
     def build(self, device: torch.device) -> nn.Module:
@@ -168,7 +171,8 @@ class Task:
 
     def before_step(self, model: nn.Module, ctx: StepContext) -> bool:
         """Called before each step; True when a new phase begins (the loss guard's history is
-        cleared and a checkpoint is written)."""
+        cleared, the optimiser's state too if `fresh_optimizer_each_phase`, and a checkpoint is
+        written)."""
         return False
 
     def log_values(self, model: nn.Module) -> dict[str, Any]:
@@ -320,6 +324,8 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
             ctx = StepContext(step, epoch, frac, rank, world, local, device, state)
             if task.before_step(model, ctx):
                 recent = []  # the loss changes with the phase
+                if task.fresh_optimizer_each_phase:
+                    opt.state.clear()
                 save_ckpt()
             if perm_epoch != epoch:  # one permutation per (seed, rank, epoch)
                 perm = torch.randperm(local, generator=torch.Generator().manual_seed(

@@ -112,6 +112,9 @@ class TrainConfig:
     steps: int = 100000  # step budget
     max_minutes: float | None = None  # time budget (training seconds); the run stops at either
     stage1_fraction: float = 0.8  # share of the budget spent before choosing active dimensions
+    # Stage 2 starts with a fresh Adam (moments and step counts cleared) rather than stage 1's
+    # state carried over; PSD publishes no schedule (experiments/2026-12-07-psd-fresh-adam).
+    stage2_fresh_optimizer: bool = False
     max_pairs: int | None = None  # train on the first pairs only (None: all)
     w_flow: float = 1.0
     w_kl: float = 0.01  # beta of the KL to N(0, I)
@@ -215,8 +218,10 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
 # (0.2 left them at the loss's optimum near 0.8; experiments/2026-12-07-psd-local-weight).
 # Stage 2's flow from the active dimensions only: a live copy left out of the active set took
 # the circle's motion where the circle's mask fell short (experiments/2026-12-07-psd-stage2-flow).
+# Stage 2 with a fresh Adam: with stage 1's state carried over, seed 1 kept the circle's local
+# motion on the triangle and lost the triangle's (experiments/2026-12-07-psd-fresh-adam).
 LONG = QUICK.replace(out="runs/psd-long", max_minutes=150.0, lr=5e-3, kl_warmup=0.25,
-                     w_local=0.5, active_max_corr=0.5, starts=3,
+                     w_local=0.5, active_max_corr=0.5, starts=3, stage2_fresh_optimizer=True,
                      model={"odd_motion": True, "stage2_feature_stride": 2,
                             "stage2_flow": "active"})
 

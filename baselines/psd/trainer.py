@@ -114,6 +114,10 @@ class PsdTask(trainloop.Task):
         # and ends in stage 1 with nothing exported but its weights.
         self.share, self.start_only = share, start_only
 
+    @property
+    def fresh_optimizer_each_phase(self) -> bool:  # the loop's phase is PSD's stage 2
+        return self.config.stage2_fresh_optimizer
+
     def build(self, device: torch.device) -> PSD:
         self.device, self.model = device, PSD(self.config.model).to(device).train()
         return self.model
