@@ -29,7 +29,7 @@ import torch
 from baselines.psd import checkpoint
 from baselines.psd.config import ModelConfig, TrainConfig
 from baselines.psd.model import PSD
-from baselines.psd.trainer import fit
+from baselines.psd.trainer import PsdTask, fit
 
 
 def rebuild(run: Path, new: Path, changes: dict) -> None:
@@ -42,11 +42,7 @@ def rebuild(run: Path, new: Path, changes: dict) -> None:
     model = PSD(cfg.model)
     model.load_state_dict(stage1["model"])
     model.set_active(at["active_dims"])
-    # the trainer's optimiser (its two groups), with nothing in its state yet
-    others = [p for name, p in model.named_parameters() if not name.startswith("structure.")]
-    opt = torch.optim.Adam([{"params": others, "lr": cfg.lr},
-                            {"params": list(model.structure.parameters()),
-                             "lr": cfg.structure_lr}])
+    opt = PsdTask(cfg, None, None).optimizer(model)  # the trainer's, nothing in its state yet
     rows = list(csv.DictReader(open(run / "log.csv")))
     steps = np.array([int(r["step"]) for r in rows])
     seconds = float(np.interp(step, steps, [float(r["seconds"]) for r in rows]))
