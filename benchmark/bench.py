@@ -57,20 +57,18 @@ def cpu_slug(name: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", words)[:3]) or "cpu"
 
 
-def synthetic_pairs(n: int, size: int, seed: int = 0, frames: int = 2) -> np.ndarray:
-    """Flat squares moving a few pixels a frame on flat backgrounds: (N, T, H, W, 3) uint8,
-    T = `frames` (pairs by default)."""
+def synthetic_pairs(n: int, size: int, seed: int = 0) -> np.ndarray:
+    """Flat squares moving a few pixels on flat backgrounds: (N, 2, H, W, 3) uint8."""
     rng = np.random.default_rng(seed)
-    out = np.empty((n, frames, size, size, 3), np.uint8)
+    out = np.empty((n, 2, size, size, 3), np.uint8)
     side = size // 4
     for i in range(n):
         out[i] = rng.integers(181, 256, 3)
         x, y = rng.integers(side, size - 2 * side, 2)
         dx, dy = rng.integers(-size // 10, size // 10 + 1, 2)
         col = rng.integers(0, 75, 3)
-        for t in range(frames):
-            xt, yt = np.clip((x + t * dx, y + t * dy), 0, size - side)
-            out[i, t, yt:yt + side, xt:xt + side] = col
+        out[i, 0, y:y + side, x:x + side] = col
+        out[i, 1, y + dy:y + dy + side, x + dx:x + dx + side] = col
     return out
 
 
@@ -233,8 +231,7 @@ def _flowcaps(profile: str, as_trained: bool = False, **changes: Any) -> Subject
     if not as_trained:
         cfg = cfg.replace(bf16=False, compile=False)
     cfg.validate()
-    rows = cfg.batch_size // (cfg.clip_frames - 1)  # pairs, or clips of clip_frames - 1 pairs
-    pairs = torch.from_numpy(synthetic_pairs(rows, cfg.model.image_size, frames=cfg.clip_frames))
+    pairs = torch.from_numpy(synthetic_pairs(cfg.batch_size, cfg.model.image_size))
     return Subject("flowcaps", FlowcapsTask(cfg), (pairs,), cfg.threads or 1,
                    cfg.grad_clip or None, processes=ranks)
 

@@ -158,15 +158,10 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
 
 def _trained(path) -> str:
     """What the run trained, from the model's meta: steps, minutes and what stopped it."""
-    blob = checkpoint.read(path)
-    meta = checkpoint.meta_of(blob)
+    meta = checkpoint.meta_of(checkpoint.read(path))
     limit = {"epochs": "epoch count", "steps": "step count"}.get(meta.get("stop_reason"),
                                                                   meta.get("stop_reason"))
-    seen = f"{meta.get('pairs')} pairs"
-    if "clips" in meta:  # clip_frames > 2: the loop counted clips
-        t = checkpoint.config_of(blob).clip_frames
-        seen = f"{meta['clips']} clips of {t} frames, {meta['clips'] * (t - 1)} pairs"
-    return (f"{meta.get('step')} steps ({seen}) in "
+    return (f"{meta.get('step')} steps ({meta.get('pairs')} pairs) in "
             f"{meta.get('train_seconds', 0.0) / 60:.1f} min of training, stopped by its {limit}")
 
 

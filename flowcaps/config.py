@@ -145,10 +145,6 @@ class TrainConfig:
     edge_sigma: float = 3.0
     blur_sigmas: tuple[float, ...] = (0.0,)  # render-loss pyramid; (0.0,) = the paper's loss
     both_directions: bool = False  # also predict I' from I (swap the frames)
-    # Frames per training clip (the data's clips must have as many). Above 2, every frame of a
-    # clip is encoded and decoded once for the pairs on both its sides (losses.clip_loss), and
-    # batch_size still counts pairs: batch_size / (clip_frames - 1) clips a step.
-    clip_frames: int = 2
     w_smooth: float = 1e-4
     w_center: float = 1e-2
     # E_u[Lambda |v|^2] (the paper), "spread_image": E_u[Lambda |u - t|^2], or "variance_image":
@@ -243,11 +239,6 @@ def _check_run_limits(cfg: TrainConfig) -> None:
               (cfg.log_every >= 1, f"log_every must be >= 1, got {cfg.log_every}"),
               (cfg.cpu_ranks >= 0, f"cpu_ranks must be >= 0 (0 = one per core), got {cfg.cpu_ranks}"),
               (cfg.points >= 0 and cfg.smooth_points >= 0, "points and smooth_points must be >= 0"),
-              (cfg.clip_frames >= 2, f"clip_frames must be >= 2, got {cfg.clip_frames}"),
-              (cfg.clip_frames <= 2 or (cfg.both_directions
-                                        and cfg.batch_size % (cfg.clip_frames - 1) == 0),
-               f"clip_frames {cfg.clip_frames} needs both_directions and a batch_size that is "
-               f"a multiple of {cfg.clip_frames - 1} (pairs a clip), got {cfg.batch_size}"),
               *((v >= 0, f"{n} must be >= 0 (0 = off), got {v}") for n, v in vars(cfg).items()
                 if n.startswith("w_") or n == "grad_clip")]
     for ok, message in checks:

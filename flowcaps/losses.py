@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from flowcaps import geometry
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
-from flowcaps.model import FlowCapsules, PointMasks
+from flowcaps.model import FlowCapsules
 
 
 @dataclass
@@ -90,12 +90,21 @@ def sample_indices(b: int, h: int, w: int, points: int, gen: torch.Generator | N
     return idx.to(device), weight.to(device)
 
 
-def source_points(model: FlowCapsules, caps: tuple, idx: torch.Tensor, size: tuple[int, int],
-                  cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor, PointMasks]:
-    """The source frame's side of a direction: its points idx (B, P) as coordinates u (B, P, 2),
-    u_all (B, P + 2 Ps, 2) with the smoothness term's +1 px neighbours, and its masks there."""
+def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
+                   pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
+                   cfg: TrainConfig, center_scale: float | torch.Tensor = 1.0,
+                   weight: torch.Tensor | None = None) -> LossTerms:
+    """Loss of predicting frame `src` by backward-warping frame `dst` with src's capsules.
+
+    caps, caps_next: (shape, pose, depth) of src and of dst; pyr_*: blurred copies (B, 3, H, W);
+    weight (B, P): importance weights of the points (None = uniform samples); center_scale: the
+    centre term's warm-up factor.
+    """
+    if weight is None:
+        weight = torch.ones(idx.shape, device=idx.device)
     shape, pose, depth = caps
-    h, w = size
+    pose_next = caps_next[1]
+    _, _, h, w = pyr_src[0].shape
     u = geometry.index_to_coords(idx, h, w)  # (B, P, 2)
     n_s = min(cfg.smooth_points, u.shape[1]) if cfg.w_smooth > 0 else 0
     if n_s:
@@ -106,28 +115,7 @@ def source_points(model: FlowCapsules, caps: tuple, idx: torch.Tensor, size: tup
         u_all = torch.cat([u, ux, uy], 1)  # (B, P + 2 Ps, 2)
     else:
         u_all = u
-    return u, u_all, model.masks_at(shape, pose, depth, u_all)
-
-
-def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
-                   pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
-                   cfg: TrainConfig, center_scale: float | torch.Tensor = 1.0,
-                   weight: torch.Tensor | None = None,
-                   points: tuple[torch.Tensor, torch.Tensor, PointMasks] | None = None) -> LossTerms:
-    """Loss of predicting frame `src` by backward-warping frame `dst` with src's capsules.
-
-    caps, caps_next: (shape, pose, depth) of src and of dst; pyr_*: blurred copies (B, 3, H, W);
-    weight (B, P): importance weights of the points (None = uniform samples); center_scale: the
-    centre term's warm-up factor; points: `source_points` of src at idx when the caller has them
-    (a clip's inner frame serves two directions with one decoder call).
-    """
-    if weight is None:
-        weight = torch.ones(idx.shape, device=idx.device)
-    pose = caps[1]
-    pose_next = caps_next[1]
-    _, _, h, w = pyr_src[0].shape
-    u, u_all, pm = points if points is not None else source_points(model, caps, idx, (h, w), cfg)
-    n_s = (u_all.shape[1] - u.shape[1]) // 2
+    pm = model.masks_at(shape, pose, depth, u_all)
     phi_all = model.flow_at(pm, pose_next, u_all)  # (B, P + 2 Ps, 2)
     p = u.shape[1]
     phi = phi_all[:, :p]  # (B, P, 2)
@@ -280,55 +268,4 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
                                        cfg.edge_sampling)
             terms.append(direction_loss(model, c1, c0, pyr1, pyr0, idx1, cfg, center_scale, wt1))
     return LossTerms(**{f.name: sum(getattr(t, f.name) for t in terms) / len(terms)
-                        for f in fields(LossTerms)})
-
-
-def _rows(x, rows: torch.Tensor):
-    """Rows `rows` of a tensor, of each tensor of a tuple, or of each field of PointMasks."""
-    if isinstance(x, torch.Tensor):
-        return x.index_select(0, rows)
-    if isinstance(x, PointMasks):
-        return PointMasks(v=_rows(x.v, rows), masks=_rows(x.masks, rows),
-                          visible=_rows(x.visible, rows))
-    return type(x)(_rows(y, rows) for y in x)
-
-
-def clip_loss(model: FlowCapsules, frames: torch.Tensor, cfg: TrainConfig,
-              gen: torch.Generator | None, center_scale: float | torch.Tensor = 1.0) -> LossTerms:
-    """The training loss of a batch of clips frames (B, T, 3, H, W) in [0, 1]: every adjacent
-    pair of a clip, in both directions, as `pair_loss` with `both_directions`.
-
-    Each frame is encoded once and its masks decoded once at its points, which serve both of
-    its directions (to t - 1 and to t + 1): a clip's T - 1 pairs cost T encoder and decoder
-    passes where separate pairs cost 2 (T - 1).
-    """
-    b, t, _, h, w = frames.shape
-    if t < 2:
-        raise FlowcapsError(f"clip_loss needs clips of at least 2 frames, got {t}")
-    if not isinstance(cfg.bf16, bool):
-        raise FlowcapsError(f"clip_loss needs bf16 true or false, got {cfg.bf16!r} "
-                            f"(flowcaps.precision.resolve_bf16)")
-    ctx = torch.autocast(frames.device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
-    flat = frames.reshape(b * t, 3, h, w)  # (B T, 3, H, W), clip-major
-    # Row r = clip i, frame s (r = i T + s); forward directions run s -> s + 1 for s < T - 1.
-    first = torch.arange(t - 1, device=frames.device)  # (T-1,)
-    src = (torch.arange(b, device=frames.device)[:, None] * t + first).reshape(-1)  # (B (T-1),)
-    dst = src + 1  # (B (T-1),)
-    # Each frame's points come from the edges of it and a neighbour (the last frame: the one before).
-    nbr = torch.cat([first + 1, first[-1:]])  # (T,)
-    images = shuffle_channels(flat, gen) if cfg.colour_shuffle else flat
-    with ctx:
-        caps = model.encode(images)  # each (B T, ...)
-    pyr = [geometry.gaussian_blur(flat, s) for s in cfg.blur_sigmas]  # each (B T, 3, H, W)
-    density = (edge_density(flat, frames[:, nbr].reshape(b * t, 3, h, w), cfg.edge_sigma)
-               if cfg.edge_sampling > 0 else None)
-    idx, wt = sample_indices(b * t, h, w, cfg.points, gen, frames.device, density,
-                             cfg.edge_sampling)  # (B T, P) each
-    with ctx:
-        points = source_points(model, caps, idx, (h, w), cfg)
-        terms = [direction_loss(model, _rows(caps, a), _rows(caps, z), [_rows(p, a) for p in pyr],
-                                [_rows(p, z) for p in pyr], _rows(idx, a), cfg, center_scale,
-                                _rows(wt, a), _rows(points, a))
-                 for a, z in ((src, dst), (dst, src))]
-    return LossTerms(**{f.name: sum(getattr(x, f.name) for x in terms) / len(terms)
                         for f in fields(LossTerms)})

@@ -24,7 +24,7 @@ from trainloop import ddp
 from flowcaps import checkpoint, kernel_cache, launch
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
-from flowcaps.losses import LossTerms, clip_loss, pair_loss
+from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
 from flowcaps.precision import resolve_bf16
 from trainloop.rendezvous import Rendezvous
@@ -45,14 +45,6 @@ class _LossModule(nn.Module):
     def forward(self, img0: torch.Tensor, img1: torch.Tensor, gen: torch.Generator,
                 center_scale: torch.Tensor) -> LossTerms:
         return pair_loss(self.model, img0, img1, self.config, gen, center_scale)
-
-
-class _ClipLossModule(_LossModule):
-    """The loss of a batch of clips (`clip_frames` > 2)."""
-
-    def forward(self, frames: torch.Tensor, gen: torch.Generator,  # type: ignore[override]
-                center_scale: torch.Tensor) -> LossTerms:
-        return clip_loss(self.model, frames, self.config, gen, center_scale)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -100,13 +92,12 @@ def _roots(config: TrainConfig, data: Path) -> list[Path]:
 
 
 def load_pairs(root: str | Path, split: str = "train", limit: int | None = None,
-               rank: int = 0, world: int = 1, clip_frames: int = 2) -> np.ndarray:
+               rank: int = 0, world: int = 1) -> np.ndarray:
     """Frames (N, 2, H, W, 3) uint8: this rank's contiguous part of the first `limit` clips.
 
     Each of `world` ranks gets limit // world clips (the remainder is dropped so every rank runs
     the same number of steps) and reads only its rows of the shards. A clip of T > 2 frames
-    gives T - 1 pairs, unless `clip_frames` asks for the clips whole: (N, T, H, W, 3), where the
-    data's T must be clip_frames.
+    gives T - 1 pairs.
     """
     from geogen.dataset import open_split, pairs  # geogen is only needed when reading a dataset
     from geogen.errors import GeogenError
@@ -116,19 +107,9 @@ def load_pairs(root: str | Path, split: str = "train", limit: int | None = None,
         clips = open_split(root, split).read(("frames",), limit, rank=rank, world=world)
         if not len(clips["frames"]):
             raise FlowcapsError(f"{root} has no {split} clips for rank {rank} of {world}")
-        if clip_frames > 2:
-            if clips["frames"].shape[1] != clip_frames:
-                raise FlowcapsError(f"{root} has clips of {clips['frames'].shape[1]} frames; "
-                                    f"clip_frames is {clip_frames}")
-            return clips["frames"]  # (N, T, H, W, 3)
         return pairs(clips["frames"])  # (N, T, H, W, 3) -> (N * (T - 1), 2, H, W, 3)
     except GeogenError as err:  # a bad folder, request or shard: one line for the user
         raise FlowcapsError(f"cannot read {split} split of {root}: {err}") from None
-
-
-def to_clips(batch: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """uint8 (B, T, H, W, 3) -> float (B, T, 3, H, W) in [0, 1]."""
-    return batch.to(device).permute(0, 1, 4, 2, 3).float().contiguous() / 255  # (B, T, 3, H, W)
 
 
 def to_images(batch: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,8 +165,6 @@ class FlowcapsTask(trainloop.Task):
 
     def __init__(self, cfg: TrainConfig, mix_from: int | None = None):
         self.config, self.mix_from = cfg, mix_from
-        if cfg.clip_frames > 2:  # a row of the data is then a clip
-            self.unit = "clips"
         self.compiles = cfg.compile
         self.model: FlowCapsules | None = None
         self.bf16 = False
@@ -199,8 +178,7 @@ class FlowcapsTask(trainloop.Task):
         return torch.optim.Adam(model.parameters(), lr=self.config.lr)
 
     def loss_module(self, model: nn.Module, world: int) -> nn.Module:
-        kind = _ClipLossModule if self.config.clip_frames > 2 else _LossModule
-        fn: nn.Module = kind(model, self.config.replace(bf16=self.bf16))
+        fn: nn.Module = _LossModule(model, self.config.replace(bf16=self.bf16))
         if self.config.compile:
             # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
             # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
@@ -228,22 +206,18 @@ class FlowcapsTask(trainloop.Task):
     def step(self, loss_fn: nn.Module, rows: tuple[torch.Tensor, ...], gen: torch.Generator,
              ctx: trainloop.StepContext) -> trainloop.loop.Losses:
         cfg = self.config
+        img0, img1 = to_images(rows[0], ctx.device)
         center_scale = trainloop.ramp(ctx.fraction, cfg.center_warmup)
         if cfg.prior_anneal > 0 and hasattr(self.model.encoder, "prior_gain"):
             self.model.encoder.prior_gain.fill_(_fade(ctx.fraction, cfg.prior_anneal))
         # A tensor, not a float: torch.compile would specialise (recompile) on every value.
-        scale = torch.tensor(center_scale, device=ctx.device)
-        if cfg.clip_frames > 2:
-            terms = loss_fn(to_clips(rows[0], ctx.device), gen, scale)
-        else:
-            terms = loss_fn(*to_images(rows[0], ctx.device), gen, scale)
+        terms = loss_fn(img0, img1, gen, torch.tensor(center_scale, device=ctx.device))
         return terms.total, {n: getattr(terms, n) for n in TERM_FIELDS}
 
 
 def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
     return trainloop.LoopConfig(
-        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size // (cfg.clip_frames - 1),
-        epochs=cfg.epochs,
+        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, epochs=cfg.epochs,
         max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads,
         grad_clip=cfg.grad_clip or None, explode_factor=cfg.explode_factor,
         log_every=cfg.log_every, checkpoint_minutes=cfg.checkpoint_minutes)
@@ -317,11 +291,7 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
         _preflight(config, Path(data), world)
         return launch.launch(config, data, ranks, progress, rendezvous)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    limit = config.max_pairs
-    if limit is not None and config.clip_frames > 2:
-        limit = max(limit // (config.clip_frames - 1), 1)  # clips, each clip_frames - 1 pairs
-    parts = [load_pairs(r, "train", limit, rank, world, config.clip_frames)
-             for r in _roots(config, Path(data))]
+    parts = [load_pairs(r, "train", config.max_pairs, rank, world) for r in _roots(config, Path(data))]
     pairs = parts[0] if len(parts) == 1 else np.concatenate(parts)  # (N_rank, 2, H, W, 3)
     return run(config, pairs, progress=progress, meta=_data_meta(config, Path(data)),
                rank_part=True, mix_from=len(parts[0]) if len(parts) > 1 else None)[1]
@@ -345,10 +315,8 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     `mix_data`'s pairs starts (`train` puts them last), for `mix_first`.
     """
     config.validate()
-    t = config.clip_frames
-    if pairs.ndim != 5 or pairs.shape[1] != t or pairs.dtype != np.uint8:
-        raise FlowcapsError(f"pairs must be uint8 (N, {t}, H, W, 3) (clip_frames {t}), got "
-                            f"{pairs.dtype}{list(pairs.shape)}")
+    if pairs.ndim != 5 or pairs.shape[1] != 2 or pairs.dtype != np.uint8:
+        raise FlowcapsError(f"pairs must be uint8 (N, 2, H, W, 3), got {pairs.dtype}{list(pairs.shape)}")
     _check_size(pairs.shape[2], config)
     _check_size(pairs.shape[3], config)
     task = FlowcapsTask(config, mix_from)

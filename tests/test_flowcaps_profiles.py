@@ -144,7 +144,8 @@ def test_removed_switches_load_only_at_their_off_value():
         on = {"blur_fade": 0.5, "w_consistency": 3.0, "w_segment": 1.0, "overlap_start": 0.4,
               "occlusion_aware": True, "edge_source": "difference", "w_layers": 1.0,
               "window_ramp": 0.5, "w_distinct": 0.01, "distinct_margin": 0.9, "w_overlap": 0.05,
-              "overlap_tau": 2.0, "mask_prior_anneal": 0.5, "low_res_until": 0.9}[key]
+              "overlap_tau": 2.0, "mask_prior_anneal": 0.5, "low_res_until": 0.9,
+              "clip_frames": 5}[key]
         with pytest.raises(FlowcapsError, match=f"{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({key: on}, {}))
     for key in removed.MODEL_FIELDS:
