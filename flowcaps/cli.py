@@ -79,7 +79,7 @@ def main() -> None:
 
 
 @main.command(epilog="\b\nExample:\n  flowcaps train data/geo-quick --profile quick "
-                     "--out runs/mine --max-minutes 10")
+                     "--out runs/mine --pairs 100000")
 @click.argument("data", type=click.Path())
 @click.option("--profile", type=click.Choice(list(PROFILES)), default=None,
               help="named settings to start from, with DATA's variant's changes (as flowbench "
@@ -92,8 +92,12 @@ def main() -> None:
 @click.option("--epochs", type=int, default=None)
 @click.option("--batch-size", type=int, default=None)
 @click.option("--lr", type=float, default=None)
+@click.option("--pairs", type=int, default=None,
+              help="the budget: training pairs to see, all ranks together (the schedules "
+                   "follow it) [default: the profile's]")
 @click.option("--max-minutes", type=float, default=None,
-              help="stop gracefully after this many minutes of training (> 0)")
+              help="a time guard, not a budget: past this many minutes of training the run "
+                   "saves its checkpoint and stops with an error (no model)")
 @click.option("--max-pairs", type=int, default=None, help="use only the first N training pairs")
 @click.option("--seed", type=int, default=None)
 @click.option("--mix-data", type=click.Path(), default=None,
@@ -118,7 +122,7 @@ def main() -> None:
 @click.option("--node-rank", type=int, default=None,
               help="this node's number, passed to torchrun (c10d numbers the nodes itself)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_pairs, seed,
+def train(data, profile, out, device, epochs, batch_size, lr, pairs, max_minutes, max_pairs, seed,
           mix_data, init, sets, config_file, force, nnodes, rdzv_endpoint, rdzv_id, node_rank,
           quiet) -> None:
     """Train on the DATA geogen dataset; resumes when --out holds a checkpoint.
@@ -132,10 +136,13 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
         if profile is not None and config_file is not None:
             raise FlowcapsError("--profile and --config both give the settings; pass one")
         flags = {"out": out, "device": device, "epochs": epochs, "batch_size": batch_size,
-                 "lr": lr, "max_minutes": max_minutes, "max_pairs": max_pairs, "seed": seed,
+                 "lr": lr, "pairs": pairs, "max_minutes": max_minutes, "max_pairs": max_pairs,
+                 "seed": seed,
                  "mix_data": mix_data, "init": init}
         changes = {k: v for k, v in flags.items() if v is not None}
         changes.update(parse_set(sets))
+        if "epochs" in changes and "pairs" not in changes:
+            changes["pairs"] = None  # epochs asked for by name: they are the budget, not pairs
         cfg = (_profile_config(data, profile or "quick", changes) if config_file is None
                else _read_config(config_file).replace(**changes))
         rdzv = Rendezvous(nnodes=nnodes, node_rank=node_rank, endpoint=rdzv_endpoint,
@@ -159,8 +166,9 @@ def train(data, profile, out, device, epochs, batch_size, lr, max_minutes, max_p
 def _trained(path) -> str:
     """What the run trained, from the model's meta: steps, minutes and what stopped it."""
     meta = checkpoint.meta_of(checkpoint.read(path))
-    limit = {"epochs": "epoch count", "steps": "step count"}.get(meta.get("stop_reason"),
-                                                                  meta.get("stop_reason"))
+    limit = {"epochs": "epoch count", "steps": "step count",
+             "rows": "pair budget"}.get(meta.get("stop_reason"),
+             meta.get("stop_reason"))
     return (f"{meta.get('step')} steps ({meta.get('pairs')} pairs) in "
             f"{meta.get('train_seconds', 0.0) / 60:.1f} min of training, stopped by its {limit}")
 

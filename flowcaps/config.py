@@ -131,7 +131,12 @@ class TrainConfig:
     lr: float = 1e-4
     lr_schedule: str = "constant"
     warmup_steps: int = 0
-    max_minutes: float | None = None  # stop gracefully (and checkpoint) after this much training
+    # The budget: training pairs seen over all ranks (each step's global batch counts), the
+    # same on every machine; None: `epochs` passes over the data.
+    pairs: int | None = None
+    # A guard, not a budget: past this many minutes of training the run checkpoints and stops
+    # with an error (no model, no result); the schedules never read the clock.
+    max_minutes: float | None = None
     max_pairs: int | None = None  # use only the first N training pairs
     # A second dataset whose training pairs join DATA's, shuffled (max_pairs applies to each).
     mix_data: str | None = None
@@ -162,9 +167,9 @@ class TrainConfig:
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
     grad_clip: float = 1.0  # 0 = off; below 0, torch's clipping would flip the gradient
-    # bf16 autocast of the network: True, False, or "auto" (on where the hardware computes bf16
-    # natively, flowcaps.precision; the checkpoint's meta says what a run used).
-    bf16: bool | str = False
+    # bf16 autocast of the network, an opt-in recorded in the config: never chosen by the
+    # machine, so the same config computes the same arithmetic everywhere.
+    bf16: bool = False
     compile: bool = False  # torch.compile the loss step
     threads: int = 0  # torch intra-op threads on CPU; 0 = the machine's cores / number of ranks
     # CPU processes `flowcaps.train` starts (torchrun, see flowcaps.launch); 0 = one per core.
@@ -188,8 +193,6 @@ class TrainConfig:
         _check_run_limits(self)
         if not self.blur_sigmas or any(s < 0 for s in self.blur_sigmas):
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
-        if self.bf16 not in (True, False, "auto"):
-            raise FlowcapsError(f"bf16 must be true, false or auto, got {self.bf16!r}")
         if not 0 <= self.prior_anneal <= 1:
             raise FlowcapsError(f"prior_anneal must be a fraction of the run in [0, 1], got {self.prior_anneal}")
         if self.mix_data is not None and not self.mix_data.strip():
@@ -214,6 +217,10 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "TrainConfig":
         raw = removed.drop(raw, removed.TRAIN_FIELDS)  # keys of older configs, at "off"
+        if raw.get("bf16") == "auto":
+            # Older configs let the machine decide (the run's meta says what it used); the model
+            # they describe is the same either way.
+            raw = {**raw, "bf16": False}
         model = removed.drop(raw.pop("model", {}), removed.MODEL_FIELDS, "model.")
         return build(cls, {**raw, "model": build(ModelConfig, model)})
 
@@ -230,6 +237,8 @@ def _check_run_limits(cfg: TrainConfig) -> None:
     """The run's budget, data, processes, bookkeeping, loss weights, clip: each must be possible."""
     checks = [(cfg.max_minutes is None or cfg.max_minutes > 0,
                f"max_minutes must be > 0 (or null for none), got {cfg.max_minutes}"),
+              (cfg.pairs is None or cfg.pairs >= 1,
+               f"pairs must be >= 1 (or null for epochs), got {cfg.pairs}"),
               (cfg.max_pairs is None or cfg.max_pairs >= 1,
                f"max_pairs must be >= 1 (or null for all), got {cfg.max_pairs}"),
               (cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}"),

@@ -246,9 +246,6 @@ def pair_loss(model: FlowCapsules, img0: torch.Tensor, img1: torch.Tensor, cfg: 
     used the other way round (I' predicted from I), doubling the signal per encoder pass.
     """
     b, _, h, w = img0.shape
-    if not isinstance(cfg.bf16, bool):  # "auto" is the trainer's to resolve, once per run
-        raise FlowcapsError(f"pair_loss needs bf16 true or false, got {cfg.bf16!r} "
-                            f"(flowcaps.precision.resolve_bf16)")
     ctx = torch.autocast(img0.device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
     both = torch.cat([img0, img1], 0)  # (2B, 3, H, W)
     if cfg.colour_shuffle:

@@ -26,7 +26,6 @@ from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.losses import LossTerms, pair_loss
 from flowcaps.model import FlowCapsules
-from flowcaps.precision import resolve_bf16
 from trainloop.rendezvous import Rendezvous
 
 CKPT_NAME, MODEL_NAME, LOG_NAME = trainloop.CKPT_NAME, trainloop.MODEL_NAME, trainloop.LOG_NAME
@@ -122,8 +121,7 @@ def _lr_factor(cfg: TrainConfig, step: int, progress: float) -> float:
     if cfg.warmup_steps and step < cfg.warmup_steps:
         return (step + 1) / cfg.warmup_steps
     if cfg.lr_schedule == "cosine":
-        # Cosine decay to 2% over the run; `progress` is the larger of the step and time fractions,
-        # so a time-budgeted run still anneals before it stops.
+        # Cosine decay to 2% over the run; `progress` is the step's fraction of the budget.
         return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
     return 1.0
 
@@ -165,12 +163,9 @@ class FlowcapsTask(trainloop.Task):
 
     def __init__(self, cfg: TrainConfig, mix_from: int | None = None):
         self.config, self.mix_from = cfg, mix_from
-        self.compiles = cfg.compile
         self.model: FlowCapsules | None = None
-        self.bf16 = False
 
     def build(self, device: torch.device) -> FlowCapsules:
-        self.bf16 = resolve_bf16(self.config.bf16, device)
         self.model = FlowCapsules(self.config.model).to(device)
         return self.model
 
@@ -178,7 +173,7 @@ class FlowcapsTask(trainloop.Task):
         return torch.optim.Adam(model.parameters(), lr=self.config.lr)
 
     def loss_module(self, model: nn.Module, world: int) -> nn.Module:
-        fn: nn.Module = _LossModule(model, self.config.replace(bf16=self.bf16))
+        fn: nn.Module = _LossModule(model, self.config)
         if self.config.compile:
             # Compile the loss, not the DDP wrapper around it: DDP's forward (a profiler
             # record_function) then stays eager, and dynamo still splits the graph at DDP's buckets.
@@ -192,7 +187,7 @@ class FlowcapsTask(trainloop.Task):
             init = saved_meta.get("init")
         else:
             init = _load_init(model, self.config) if self.config.init else None
-        return {**({"init": init} if init else {}), "bf16": self.bf16}
+        return {**({"init": init} if init else {}), "bf16": self.config.bf16}
 
     def lr_factor(self, step: int, fraction: float) -> float:
         return _lr_factor(self.config, step, fraction)
@@ -217,7 +212,7 @@ class FlowcapsTask(trainloop.Task):
 
 def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
     return trainloop.LoopConfig(
-        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, epochs=cfg.epochs,
+        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, rows=cfg.pairs, epochs=cfg.epochs,
         max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads,
         grad_clip=cfg.grad_clip or None, explode_factor=cfg.explode_factor,
         log_every=cfg.log_every, checkpoint_minutes=cfg.checkpoint_minutes)

@@ -1,7 +1,7 @@
 """Training speed of flowcaps: pairs/s at 32, 64 and 128 px, and the ablation of each speed lever.
 
 Each row times full training steps (loss, backward, Adam) of one rank of the quick profile
-(1 thread, half its batch, compiled, bf16 as "auto" resolves here) on synthetic moving-square
+(1 thread, half its batch, compiled, float32 as the profile sets it) on synthetic moving-square
 pairs (speed does not depend on the content once denormals are flushed), after warm-up steps,
 taking the median step time. Levers at 64 px, each changed alone: bf16, torch.compile, pixel
 sampling (points=0 evaluates the full grid), the split first decoder layer, both directions,
@@ -29,12 +29,11 @@ from flowcaps import PROFILES, TrainConfig, kernel_cache
 from trainloop.allocator import keep_freed_memory
 from flowcaps.losses import pair_loss
 from flowcaps.model import FlowCapsules
-from flowcaps.precision import cpu_has_native_bf16, resolve_bf16
+from flowcaps.precision import cpu_has_native_bf16
 from flowcaps.trainer import to_images
 
 
 def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool = True) -> dict:
-    cfg = cfg.replace(bf16=resolve_bf16(cfg.bf16, torch.device("cpu")))
     torch.manual_seed(0)
     torch.set_num_threads(cfg.threads or 1)
     torch.set_flush_denormal(True)
@@ -66,11 +65,11 @@ def main(steps: int, out: str | None) -> None:
     t_start = time.time()
     machine = machine_info("cpu")
     out = out or f"results/bench/flowcaps-{cpu_slug(machine['cpu'])}.json"
-    # What one of the quick run's two ranks computes: 1 thread, half the batch, compiled, bf16
-    # as "auto" resolves on this CPU. Each lever row changes one thing from it.
+    # What one of the quick run's two ranks computes: 1 thread, half the batch, compiled, in the
+    # profile's precision (float32). Each lever row changes one thing from it.
     quick = PROFILES["quick"]()
     base = quick.replace(threads=1, cpu_ranks=1, batch_size=quick.batch_size // 2)
-    bf16 = resolve_bf16(base.bf16, torch.device("cpu"))
+    bf16 = base.bf16
     rows = []
 
     def run(name: str, cfg: TrainConfig, size: int = 64, keep_memory: bool = True) -> None:

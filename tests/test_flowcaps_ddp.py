@@ -28,10 +28,16 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
                       RANK=str(rank))
     try:
-        # A time budget shorter than one step: the ranks must agree to stop at the same step
+        # A time guard shorter than one step: the ranks must agree to stop at the same step
         # (each measures its own clock), or one would wait forever in the next all-reduce.
         cfg = tiny_config(out, epochs=1, threads=1, max_minutes=1e-5)
-        model, _ = trainer.run(cfg, tiny_pairs(32, seed=rank), progress=False)
+        try:
+            trainer.run(cfg, tiny_pairs(32, seed=rank), progress=False)
+        except trainer.FlowcapsError as err:
+            Path(out, f"rank{rank}.stop").write_text(str(err))
+        # Resumed without the guard, both ranks train on to the budget's end.
+        model, _ = trainer.run(cfg.replace(max_minutes=None), tiny_pairs(32, seed=rank),
+                               progress=False)
         torch.save(model.state_dict(), os.path.join(out, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -57,9 +63,12 @@ def test_two_gloo_ranks_end_with_identical_weights(tmp_path):
     assert any(not torch.allclose(start[k], w0[k]) for k in w0)
     # Only rank 0 writes the run's files.
     assert (tmp_path / "model.pt").exists() and (tmp_path / "checkpoint.pt").exists()
+    for rank in range(world):  # each rank stopped at step 1 and said so
+        assert "time guard" in (tmp_path / f"rank{rank}.stop").read_text()
+        assert "at step 1 of 2" in (tmp_path / f"rank{rank}.stop").read_text()
     meta = trainer.checkpoint.meta_of(trainer.checkpoint.read(tmp_path / "model.pt"))
-    assert meta["world_size"] == 2 and meta["stop_reason"] == "time budget"
-    assert meta["step"] == 1 and meta["pairs"] == 16  # one step of 8 pairs on each rank
+    assert meta["world_size"] == 2 and meta["stop_reason"] == "epochs"
+    assert meta["step"] == 2 and meta["pairs"] == 32  # two steps of 8 pairs on each rank
 
 
 def test_train_starts_its_own_ranks_and_splits_the_batch(tiny_geo, tmp_path):

@@ -1,14 +1,12 @@
-"""bf16 autocast: "auto" follows the CPU's flags and the kernels torch may use, the trainer
-resolves it once and records it."""
-import pytest
-import torch
+"""bf16 autocast: an opt-in of the config, never chosen by the machine; a run records it."""
+import json
 
-from flowcaps import FlowcapsError, TrainConfig, checkpoint, precision
+import pytest
+
+from flowcaps import FlowcapsError, PROFILES, TrainConfig, checkpoint, precision
 from flowcaps import trainer as train_mod
 from flowcaps.fields import parse_text
-from flowcaps.losses import pair_loss
-from flowcaps.model import FlowCapsules
-from tests.test_flowcaps_train import TINY, tiny_config, tiny_pairs
+from tests.test_flowcaps_train import tiny_config, tiny_pairs
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -25,54 +23,28 @@ def test_cpu_flags_are_read_from_the_first_flags_line():
     assert precision.cpu_flags("model name : x\n") == frozenset()
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_auto_follows_the_cpu_and_an_explicit_setting_wins(monkeypatch, native):
-    monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: native)
-    cpu = torch.device("cpu")
-    assert precision.resolve_bf16("auto", cpu) is native
-    assert precision.resolve_bf16(True, cpu) is True
-    assert precision.resolve_bf16(False, cpu) is False
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_computes_in_float32(name):
+    assert PROFILES[name]().bf16 is False
 
 
-def test_auto_is_off_where_torch_runs_avx2_kernels_on_a_bf16_cpu(monkeypatch):
-    # ATEN_CPU_CAPABILITY=avx2 and ONEDNN_MAX_CPU_ISA=AVX2 keep the flags but not the instructions
-    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
-    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
-    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
-    cpu = torch.device("cpu")
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
-    assert precision.resolve_bf16("auto", cpu) is False
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    assert precision.resolve_bf16("auto", cpu) is True
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    assert precision.resolve_bf16("auto", cpu) is False
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx512_core_amx")
-    assert precision.resolve_bf16("auto", cpu) is True
-    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
-    assert precision.resolve_bf16("auto", cpu) is False
-    assert precision.resolve_bf16(True, cpu) is True  # asked for by name, it is still on
-
-
-def test_the_setting_takes_true_false_or_auto():
+def test_the_setting_takes_true_or_false_only():
     assert parse_text(TrainConfig, "bf16", "true") is True
-    assert parse_text(TrainConfig, "bf16", "auto") == "auto"
-    TrainConfig(bf16="auto").validate()
-    with pytest.raises(FlowcapsError, match="bf16 must be true, false or auto, got 'yes'"):
-        TrainConfig(bf16="yes").validate()
+    with pytest.raises(FlowcapsError, match="bf16 must be true or false, got 'auto'"):
+        TrainConfig().replace(bf16=parse_text(TrainConfig, "bf16", "auto"))
 
 
-def test_the_loss_refuses_an_unresolved_setting():
-    torch.manual_seed(0)
-    img = torch.rand(2, 3, 32, 32)
-    with pytest.raises(FlowcapsError, match="pair_loss needs bf16 true or false"):
-        pair_loss(FlowCapsules(TINY), img, img, TrainConfig(model=TINY, bf16="auto"), None)
+def test_an_older_config_that_let_the_machine_decide_loads_as_float32():
+    raw = TrainConfig().replace(seed=3)
+    blob = {**json.loads(raw.to_json()), "bf16": "auto"}
+    cfg = TrainConfig.from_dict(blob)
+    assert cfg.bf16 is False and cfg.seed == 3
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_a_run_records_the_precision_it_used(tmp_path, monkeypatch, native):
-    monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: native)
-    cfg = tiny_config(tmp_path / "run", bf16="auto", epochs=1)
+@pytest.mark.parametrize("bf16", [True, False])
+def test_a_run_records_the_precision_it_used(tmp_path, bf16):
+    cfg = tiny_config(tmp_path / "run", bf16=bf16, epochs=1)
     path = train_mod.fit(cfg, tiny_pairs(16), progress=False)
     blob = checkpoint.read(path)
-    assert checkpoint.meta_of(blob)["bf16"] is native
-    assert checkpoint.config_of(blob).bf16 == "auto"  # the config as asked, so a resume matches
+    assert checkpoint.meta_of(blob)["bf16"] is bf16
+    assert checkpoint.config_of(blob).bf16 is bf16

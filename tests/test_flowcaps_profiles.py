@@ -80,7 +80,8 @@ RECORDS = ["geo/flowcaps/quick/seed2.json", "geo/flowcaps/long/seed0.json",
 @pytest.mark.parametrize("name", RECORDS)
 def test_flowcaps_train_builds_the_records_config(tmp_path, monkeypatch, name):
     """What `flowcaps train DATA --profile P` trains is what the record's checkpoint trained
-    with, as each of its CPU ranks saw it, in every field but the paths, seed and device."""
+    with, as each of its CPU ranks saw it, in every field but the paths, seed, device, budget
+    and precision."""
     record = json.loads((ROOT / "results" / "records" / name).read_text())
     trained = record["config"]["trained_with"]
     variant, profile = record["dataset"], record["profile"]
@@ -89,7 +90,10 @@ def test_flowcaps_train_builds_the_records_config(tmp_path, monkeypatch, name):
         args += ["--mix-data", _data(tmp_path / "mix", "geo", 64)]
     cfg = launch.per_rank_config(_cli_config(monkeypatch, *args), trained["meta"]["world_size"])
     want = TrainConfig.from_dict(trained["config"])  # keys added since take their off values
-    paths = {"out": "x", "mix_data": None, "seed": 0, "device": "auto"}
+    # The records were budgeted in minutes, with bf16 "auto": the budget and the precision
+    # fields are the profile's now (docs/deviations.md, "Budget and optimiser").
+    paths = {"out": "x", "mix_data": None, "seed": 0, "device": "auto", "pairs": None,
+             "max_minutes": None, "epochs": 1, "bf16": False}
     assert dataclasses.asdict(cfg.replace(**paths)) == dataclasses.asdict(want.replace(**paths))
     assert (cfg.mix_data is None) == (want.mix_data is None)
 
@@ -124,8 +128,8 @@ def test_smoke_is_the_quick_profile_scaled_down():
     model = {k for k in quick["model"] if smoke["model"][k] != quick["model"][k]}
     assert model == {"enc_channels", "enc_hidden"}
     train = {k for k in quick if k != "model" and smoke[k] != quick[k]}
-    assert train == {"epochs", "batch_size", "points", "smooth_points", "blur_sigmas",
-                     "both_directions", "max_minutes", "warmup_steps", "compile", "cpu_ranks",
+    assert train == {"epochs", "pairs", "batch_size", "points", "smooth_points", "blur_sigmas",
+                     "both_directions", "warmup_steps", "compile", "cpu_ranks",
                      "threads", "checkpoint_minutes", "log_every"}
     assert smoke["cpu_ranks"] == 1 and not smoke["compile"] and smoke["epochs"] <= 2
 

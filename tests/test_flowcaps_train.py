@@ -135,20 +135,6 @@ def test_init_starts_from_a_checkpoints_weights(tmp_path):
     assert checkpoint.meta_of(checkpoint.read(again))["init"] == meta["init"]
 
 
-def test_the_progress_bar_counts_the_budget_that_ends_the_run():
-    steps, budget = 125000, 23 * 60.0
-    # A time budget: the bar is over its minutes, not over steps the run will never reach.
-    assert progress.bar_total(steps, budget) == (23.0, "min")
-    assert progress.bar_position(9474, steps, 600.0, budget) == pytest.approx(10.0)
-    assert progress.bar_position(20000, steps, 1500.0, budget) == pytest.approx(23.0)
-    # The steps run out before the budget: the bar fills with them.
-    assert progress.bar_position(steps // 2, steps, 60.0, budget) == pytest.approx(11.5)
-    # No budget: steps, as before.
-    assert progress.bar_total(steps, math.inf) == (steps, "step")
-    assert progress.bar_position(9474, steps, 600.0, math.inf) == 9474
-    assert progress.run_fraction(9474, steps, 600.0, budget) == pytest.approx(600 / 1380)
-
-
 def test_a_1x1_conv_weight_takes_the_strides_of_its_compiled_gradient():
     """DDP warns when a gradient's strides differ from its weight's, even where the memory
     order is the same (a 1x1 conv); the compiled backward gives those channels-last strides."""

@@ -3,7 +3,7 @@
 
 It imports no method: flowcaps and baselines import it."""
 from trainloop.device import resolve_device
-from trainloop.errors import LoopError, TrainingInterrupted, errors_as
+from trainloop.errors import LoopError, TimeGuardStop, TrainingInterrupted, errors_as
 from trainloop import checkpoint
 from trainloop.data import DATA, DATA_HASH, data_meta
 from trainloop.progress import ramp
@@ -11,6 +11,7 @@ from trainloop.loop import (BEST_NAME, CKPT_NAME, LOG_NAME, MODEL_NAME, RESUMABL
                             StepContext, Task, check_resume, config_difference, fit)
 
 __all__ = ["BEST_NAME", "CKPT_NAME", "DATA", "DATA_HASH", "LOG_NAME", "LoopConfig", "checkpoint",
-           "LoopError", "MODEL_NAME", "RESUMABLE", "StepContext", "Task", "TrainingInterrupted",
+           "LoopError", "MODEL_NAME", "RESUMABLE", "StepContext", "Task", "TimeGuardStop",
+           "TrainingInterrupted",
            "check_resume", "config_difference", "data_meta", "errors_as", "fit", "ramp",
            "resolve_device"]

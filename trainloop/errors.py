@@ -1,4 +1,4 @@
-"""The loop's two errors. Each method turns them into its own error class at its boundary
+"""The loop's errors. Each method turns them into its own error class at its boundary
 (`errors_as`), so its command line and the benchmark catch one kind per method."""
 from __future__ import annotations
 
@@ -18,6 +18,18 @@ class TrainingInterrupted(LoopError):
         self.checkpoint, self.step = checkpoint, step
         at = "" if step is None else f" at step {step}"
         super().__init__(f"interrupted{at}; resume with the same command (checkpoint {checkpoint})")
+
+
+class TimeGuardStop(LoopError):
+    """Training stopped by its time guard (LoopConfig.max_minutes) after saving its checkpoint:
+    not a finished run, so no model is exported; a larger guard resumes it."""
+
+    def __init__(self, checkpoint: object, step: int, total_steps: int, minutes: float):
+        self.checkpoint, self.step = checkpoint, step
+        super().__init__(f"stopped by the time guard ({minutes:g} min of training) at step "
+                         f"{step} of {total_steps}: not a finished run, no model exported; "
+                         f"checkpoint kept at {checkpoint}, a larger --max-minutes (or none) "
+                         f"resumes it")
 
 
 @contextlib.contextmanager

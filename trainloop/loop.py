@@ -29,18 +29,18 @@ from trainloop import ddp
 from trainloop.checkpoint import meta_of, progress_of, read_blob, write_blob
 from trainloop.data import check_same_data
 from trainloop.device import resolve_device, setup_cpu
-from trainloop.errors import LoopError, TrainingInterrupted
+from trainloop.errors import LoopError, TimeGuardStop, TrainingInterrupted
 from trainloop.log import Log
-from trainloop.progress import bar_position, run_fraction, training_bar
+from trainloop.progress import run_fraction, training_bar
 
 CKPT_NAME = "checkpoint.pt"  # the run's resumable state
 MODEL_NAME = "model.pt"  # the exported model: what a training returns
 BEST_NAME = "best.pt"  # the weights of the best validation loss so far (early stopping)
 LOG_NAME = "log.csv"
 # Config fields a resumed run may change, at any depth of a method's config: where it runs, how
-# it reports, where its folder lies, and its budget (a run may be given more time or steps).
+# it reports, where its folder lies, its budget (a run may be given more steps) and its guard.
 RESUMABLE = frozenset({"out", "device", "threads", "cpu_ranks", "log_every", "checkpoint_minutes",
-                       "max_minutes", "epochs", "steps", "max_steps"})
+                       "max_minutes", "epochs", "steps", "max_steps", "pairs", "rows"})
 Losses = tuple[torch.Tensor, dict[str, torch.Tensor]]  # the total, and the terms the log names
 
 
@@ -51,9 +51,15 @@ class LoopConfig:
     out: str  # the run folder
     seed: int
     batch_size: int  # per rank
-    steps: int | None = None  # step budget; None: `epochs` passes over the data
+    # The budget, one of three: `rows` of data seen over all ranks (pairs, clips or samples:
+    # the task's unit), else `steps`, else `epochs` passes over the data. Every schedule is a
+    # function of the step alone, so a budget trains the same on every machine.
+    rows: int | None = None
+    steps: int | None = None
     epochs: int | None = None
-    max_minutes: float | None = None  # budget of training seconds / 60; None: none
+    # A guard, not a budget: past this many minutes of training the run saves its checkpoint
+    # and stops with an error (a stopped run is no result; a larger guard resumes it).
+    max_minutes: float | None = None
     device: str = "auto"
     threads: int = 0  # CPU threads; 0: the cores shared among the ranks
     grad_clip: float | None = None  # max gradient norm; None: none
@@ -66,8 +72,13 @@ class LoopConfig:
     patience: int | None = None  # None: validate (and keep the best weights) but never stop
 
     def validate(self) -> None:
-        if self.steps is None and self.epochs is None and not self.max_minutes:
-            raise LoopError("a run needs a budget: steps, epochs or minutes")
+        if self.rows is None and self.steps is None and self.epochs is None:
+            raise LoopError("a run needs a budget: rows (pairs), steps or epochs; minutes are "
+                            "only a guard")
+        if any(v is not None and v < 1 for v in (self.rows, self.steps, self.epochs)):
+            raise LoopError("the budget (rows, steps, epochs) must be >= 1")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise LoopError(f"max_minutes (the time guard) must be > 0, got {self.max_minutes}")
         if self.batch_size < 1 or self.log_every < 1:
             raise LoopError("batch_size and log_every must be >= 1")
         if (self.eval_every is not None and self.eval_every < 1) or (
@@ -79,7 +90,7 @@ class LoopConfig:
 class StepContext:
     step: int
     epoch: int
-    fraction: float  # how far the run is: the larger of its step and time fractions
+    fraction: float  # how far the run is: step / the budget's steps (never the clock)
     rank: int
     world: int
     rows: int  # how many rows of data this rank has
@@ -98,9 +109,6 @@ class Task:
 
     lr = 1e-3  # the default optimiser's learning rate
     config: Any = None  # the method's config (a dataclass): what checkpoints store
-    # The first step compiles (a minute on a CPU): a time budget that it spends is refused, as
-    # a run too small to train, rather than exported as a model of one step.
-    compiles = False
     # A new phase (`before_step` True) starts the optimiser afresh (its moments and step
     # counts cleared; the learning rates kept), as a separate training stage would.
     fresh_optimizer_each_phase = False
@@ -250,8 +258,7 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
     if device.type == "cuda" and sum(t.nbytes for t in tensors) < torch.cuda.mem_get_info(device)[0] // 4:
         tensors = tuple(t.to(device) for t in tensors)  # on the GPU: no host copy per step
     steps_per_epoch = local // cfg.batch_size
-    total_steps = (cfg.steps if cfg.steps is not None else
-                   steps_per_epoch * cfg.epochs if cfg.epochs is not None else math.inf)
+    total_steps = budget_steps(cfg, steps_per_epoch, world)
     out = Path(cfg.out)
     ckpt_path, model_path, best_path = out / CKPT_NAME, out / MODEL_NAME, out / BEST_NAME
 
@@ -288,30 +295,25 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
         if rank == 0:
             write(ckpt_path, optimizer=opt, progress=state, meta=meta)
 
-    budget = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
+    guard = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
     log: Log | None = None  # opened at the first row, whose terms name its columns
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-    bar = training_bar(total_steps, budget, state, disable=not progress or rank != 0,
+    bar = training_bar(total_steps, state, disable=not progress or rank != 0,
                        desc=f"{task.name} train")
     recent: list[float] = []
     buffers: list[torch.Tensor] = []
     last_ckpt = time.monotonic()
     window_t, window_rows = time.monotonic(), 0
-    stop_reason = "epochs" if cfg.steps is None and cfg.epochs is not None else "steps"
+    stop_reason = ("rows" if cfg.rows is not None else "steps" if cfg.steps is not None
+                   else "epochs")
     perm, perm_epoch = torch.empty(0, dtype=torch.long), -1
     try:
         while state["step"] < total_steps:
-            if state["train_seconds"] >= budget:
-                if state["step"] == 1 and task.compiles:  # compiling spent the whole budget
-                    save_ckpt()
-                    raise LoopError(
-                        f"the time budget ({cfg.max_minutes:g} min) ran out in the first step "
-                        f"({state['train_seconds']:.0f} s, compiling and warming up): too "
-                        f"small to train; stopped at step 1, checkpoint kept at {ckpt_path} "
-                        f"(a budget over {state['train_seconds'] / 60:.1f} min trains on)")
-                stop_reason = "time budget"
-                break
+            if state["train_seconds"] >= guard:  # the same step on every rank (agreed below)
+                save_ckpt()
+                ddp.barrier(world)
+                raise TimeGuardStop(ckpt_path, state["step"], total_steps, cfg.max_minutes)
             if cfg.patience is not None and state.get("val_bad", 0) >= cfg.patience:
                 stop_reason = "early stopping"  # a resumed run that had already stopped
                 break
@@ -320,7 +322,7 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
             buffers = [b.clone() for b in model.buffers()]
             step = state["step"]
             epoch = step // steps_per_epoch
-            frac = run_fraction(step, total_steps, state["train_seconds"], budget)
+            frac = run_fraction(step, total_steps)
             ctx = StepContext(step, epoch, frac, rank, world, local, device, state)
             if task.before_step(model, ctx):
                 recent = []  # the loss changes with the phase
@@ -381,8 +383,7 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
                          "val_loss": f"{state['val_loss']:.6g}" if "val_loss" in state else ""})
                 bar.set_postfix({"step": state["step"], "loss": f"{loss:.4g}",
                                  f"{unit}/s": f"{rate:.0f}"})
-            bar.update(bar_position(state["step"], total_steps, state["train_seconds"], budget)
-                       - bar.n)
+            bar.update(1)
             if time.monotonic() - last_ckpt > cfg.checkpoint_minutes * 60:
                 save_ckpt()
                 last_ckpt = time.monotonic()
@@ -414,6 +415,16 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
         write(model_path, meta={**meta, **state, **summary})
     ddp.barrier(world)
     return model, model_path
+
+
+def budget_steps(cfg: LoopConfig, steps_per_epoch: int, world: int) -> int:
+    """The run's steps: its rows over the global batch (rounded up), else its steps, else its
+    epochs' steps. A function of the config and the data alone, never of the machine's speed."""
+    if cfg.rows is not None:
+        return -(-cfg.rows // (cfg.batch_size * world))
+    if cfg.steps is not None:
+        return cfg.steps
+    return steps_per_epoch * cfg.epochs
 
 
 def _early_stop(task: Task, model: nn.Module, cfg: LoopConfig, state: dict[str, Any],
