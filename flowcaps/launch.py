@@ -8,6 +8,7 @@ W ranks of all nodes takes batch_size // W.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -21,6 +22,8 @@ from pathlib import Path
 from flowcaps import checkpoint
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
+from trainloop import lock
+from trainloop.errors import LoopError
 from trainloop.rendezvous import Rendezvous
 
 LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in the run folder
@@ -28,6 +31,7 @@ LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in t
 # folder, named to the ranks by ERROR_ENV, instead of to the terminal: the parent prints it once,
 # and drops what follows it (the other ranks' broken collectives, torchrun's failure report).
 RANK_ERROR, ERROR_ENV = "rank_error.txt", "FLOWCAPS_RANK_ERROR"
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 
 
 def ranks_for(cfg: TrainConfig, device_type: str, rdzv: Rendezvous = Rendezvous()) -> int:
@@ -51,7 +55,28 @@ def per_rank_config(cfg: TrainConfig, ranks: int) -> TrainConfig:
 def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
            rdzv: Rendezvous = Rendezvous()) -> Path:
     """Run `flowcaps train` under torchrun with `ranks` processes on this node (and as many on
-    each of the others); returns the model path."""
+    each of the others); returns the model path. On one node this process holds the run folder
+    (trainloop.lock) for the ranks; the nodes of a multi-node run share theirs unlocked."""
+    out = Path(cfg.out)
+    if rdzv.multi_node:
+        return _launch(cfg, data, ranks, progress, rdzv)
+    try:
+        with lock.hold(out):
+            return _launch(cfg, data, ranks, progress, rdzv)
+    except LoopError as err:  # the folder is another training's (the launch raises no LoopError)
+        raise FlowcapsError(str(err)) from None
+
+
+def _die_with_parent() -> None:
+    """In torchrun's process, before it starts: SIGTERM when this launcher dies, however it dies
+    (a kill -9 left torchrun and its ranks training on, orphaned). torchrun hands the SIGTERM
+    to the ranks, which save their checkpoint and stop (trainloop.ddp.defer_interrupts)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
+            rdzv: Rendezvous) -> Path:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     spec = out / LAUNCH_CONFIG
@@ -71,7 +96,8 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
     # signal, or killed with this process, ranks were orphaned and kept training.
     started = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     relay = threading.Thread(target=_relay, args=(proc.stderr, error_file), daemon=True)
     relay.start()
     interrupts = 0

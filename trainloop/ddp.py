@@ -85,13 +85,32 @@ def barrier(world: int) -> None:
 
 
 def defer_interrupts() -> None:
-    """In a rank: SIGINT sets a flag the loop reads (`stop_requested`) instead of raising.
+    """In a rank: SIGINT or SIGTERM sets a flag the loop reads (`stop_requested`) instead of
+    raising.
 
     The ranks agree on the flag after each step and stop at the same one. A KeyboardInterrupt
     raised mid-step stopped one rank while another waited in a collective, which then aborted
     ("terminate called without an active exception") into torchrun's failure report."""
     if threading.current_thread() is threading.main_thread():  # signal's rule
-        signal.signal(signal.SIGINT, lambda signum, frame: _stop_requested.set())
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, frame: _stop_requested.set())
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def terminate_as_interrupt() -> Callable[[], None] | None:
+    """In one process: SIGTERM raises KeyboardInterrupt, so the loop saves its checkpoint and
+    reports the interrupt as for Ctrl-C (a scheduler's SIGTERM otherwise ended the process with
+    no checkpoint). Returns what puts the default back; None where the process already handles
+    SIGTERM its own way (flowbench turns it into KeyboardInterrupt itself, with its own exit
+    status) or off the main thread, where Python allows no handler."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        return None
+    signal.signal(signal.SIGTERM, _interrupt)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def stop_requested() -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from trainloop import ddp
+from trainloop import ddp, lock
 from trainloop.checkpoint import meta_of, progress_of, read_blob, write_blob
 from trainloop.data import check_same_data
 from trainloop.device import resolve_device, setup_cpu
@@ -242,6 +243,14 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
     rows, unless `rank_part` says `data` already is this rank's part.
     """
     cfg.validate()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # the launcher that started the ranks holds it
+        return _fit(task, cfg, data, progress=progress, meta=meta, rank_part=rank_part)
+    with lock.hold(Path(cfg.out)):
+        return _fit(task, cfg, data, progress=progress, meta=meta, rank_part=rank_part)
+
+
+def _fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor], *,
+         progress: bool, meta: dict[str, Any] | None, rank_part: bool) -> tuple[nn.Module, Path]:
     device = resolve_device(cfg.device)
     rank, world = ddp.setup(device)
     if world > 1:
@@ -276,6 +285,7 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
             opt.load_state_dict(blob["optimizer"])
         state.update(progress_of(blob))
         saved_meta = meta_of(blob)
+    start_step = state["step"]  # the log keeps no row past it (a killed run's rows go)
     meta = {**(meta or {}), **task.start(model, saved_meta), f"{unit}_total": local * world,
             "world_size": world}
     loss_fn = task.loss_module(model, world)
@@ -303,6 +313,9 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
                        desc=f"{task.name} train")
     recent: list[float] = []
     buffers: list[torch.Tensor] = []
+    # One process: SIGTERM (a scheduler's, `kill`) saves and stops as Ctrl-C does; ranks defer
+    # both signals to the step's end (ddp.defer_interrupts).
+    restore_term = ddp.terminate_as_interrupt() if world == 1 else None
     last_ckpt = time.monotonic()
     window_t, window_rows = time.monotonic(), 0
     stop_reason = ("rows" if cfg.rows is not None else "steps" if cfg.steps is not None
@@ -371,7 +384,8 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
                 if log is None:
                     log = Log(out / LOG_NAME, ("step", "epoch", unit, "seconds", "lr", "loss",
                                                *terms, *task.extra_fields, f"{unit}_per_s",
-                                               *(("val_loss",) if cfg.eval_every else ())))
+                                               *(("val_loss",) if cfg.eval_every else ())),
+                              upto=start_step)
                 rate = window_rows / max(time.monotonic() - window_t, 1e-9)
                 window_t, window_rows = time.monotonic(), 0
                 lr = opt.param_groups[0]["lr"]
@@ -401,6 +415,8 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
         save_ckpt()
         raise TrainingInterrupted(ckpt_path, state["step"]) from None
     finally:
+        if restore_term is not None:
+            restore_term()
         bar.close()
         if log is not None:
             log.close()
