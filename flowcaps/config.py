@@ -20,8 +20,7 @@ LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 ENC_STEMS = ("pool", "space_to_depth", "strided")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
-CENTER_FORMS = ("spread", "spread_image", "variance_image")
-CENTER_MASKS = ("amodal", "visible")
+CENTER_FORMS = ("spread", "spread_image")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
 
 
@@ -147,18 +146,12 @@ class TrainConfig:
     both_directions: bool = False  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
     w_center: float = 1e-2
-    # E_u[Lambda |v|^2] (the paper), "spread_image": E_u[Lambda |u - t|^2], or "variance_image":
-    # that over E_u[Lambda], which does not grow with the mask's mass (losses.center_loss)
-    center_form: str = "spread"
+    center_form: str = "spread"  # E_u[Lambda |v|^2] (the paper) or "spread_image": E_u[Lambda |u - t|^2]
     center_warmup: float = 0.0  # w_center ramps up from 0 over this fraction of the run
-    # The masks the centre term weighs: "amodal" Lambda_k (the paper), or "visible" Lambda+_k,
-    # which leaves a capsule's hidden part free to extend under the capsules in front of it.
-    center_masks: str = "amodal"
     # Flat-colour layered appearance term (losses.appearance_loss); 0 = off (the paper).
     w_appearance: float = 0.0
     appearance_background: str = "colour"  # its background layer: a flat colour, or "still" (frame 1)
     w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
-    w_usage: float = 0.0  # losses.usage_loss, mean_k sqrt(E_u Lambda+_k); 0 = off (the paper)
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
     grad_clip: float = 1.0  # 0 = off; below 0, torch's clipping would flip the gradient
@@ -179,7 +172,7 @@ class TrainConfig:
     def validate(self) -> None:
         self.model.validate()
         for name, allowed in (("device", DEVICES), ("lr_schedule", SCHEDULES),
-                              ("center_form", CENTER_FORMS), ("center_masks", CENTER_MASKS),
+                              ("center_form", CENTER_FORMS),
                               ("appearance_background", APPEARANCE_BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")

@@ -17,7 +17,8 @@ TRAIN_FIELDS = {"blur_fade": 0.0, "w_consistency": 0.0, "w_segment": 0.0, "overl
                 "occlusion_aware": False, "edge_source": "gradient", "w_layers": 0.0,
                 "window_ramp": 0.0, "w_distinct": 0.0, "distinct_margin": 0.96,
                 "w_overlap": 0.0, "overlap_tau": 1.0, "mask_prior_anneal": 0.0,
-                "low_res_until": 0.0, "clip_frames": 2}
+                "low_res_until": 0.0, "clip_frames": 2, "w_usage": 0.0,
+                "center_masks": "amodal"}
 
 
 def drop(raw: dict[str, Any], removed: dict[str, Any], prefix: str = "") -> dict[str, Any]:
