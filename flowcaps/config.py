@@ -18,7 +18,6 @@ from flowcaps.fields import build, replaced
 
 LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
-ENC_STEMS = ("pool", "space_to_depth", "strided")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
 CENTER_FORMS = ("spread", "spread_image")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
@@ -36,7 +35,6 @@ class ModelConfig:
     # GroupNorm with this many groups after each encoder conv but the first (at full resolution
     # it would cost the most), before its ReLU; 0 = none (the paper).
     enc_norm: int = 0
-    enc_stem: str = "pool"  # where the first halving comes: "pool" (the paper's), see docs/flowcaps.md
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
     # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
     # position of a per-capsule heat map over the last-but-one conv block (see model.Encoder).
@@ -75,8 +73,7 @@ class ModelConfig:
         if self.num_capsules < 1:
             raise FlowcapsError(f"num_capsules must be >= 1, got {self.num_capsules}")
         for name, allowed in (("layering", LAYERINGS), ("background", BACKGROUNDS),
-                              ("translation_head", TRANSLATION_HEADS), ("shape_code", SHAPE_CODES),
-                              ("enc_stem", ENC_STEMS)):
+                              ("translation_head", TRANSLATION_HEADS), ("shape_code", SHAPE_CODES)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.layering == "over" and self.background != "static":
@@ -91,9 +88,6 @@ class ModelConfig:
                                 f"counts {self.enc_channels[1:]} of the encoder convs after the first")
         if self.dec_depth < 1:
             raise FlowcapsError(f"dec_depth must be >= 1, got {self.dec_depth}")
-        if self.enc_stem != "pool" and len(self.enc_channels) < 4:  # the heat map's block follows
-            raise FlowcapsError(f"enc_stem {self.enc_stem!r} needs at least 4 encoder convs, got "
-                                f"{len(self.enc_channels)}")
         pools = len(self.enc_channels)
         if self.image_size % (2 ** pools) or self.image_size < 2 ** pools:
             raise FlowcapsError(f"image_size {self.image_size} must be a multiple of "

@@ -12,7 +12,8 @@ from flowcaps.errors import FlowcapsError
 
 MODEL_FIELDS = {"heat_offset": 0.0, "depth_code": "image", "mask_reading": "prob", "heat_block": -2,
                 "enc_extra_convs": 0, "heat_window": 0, "enc_norm_kind": "group",
-                "split_first_layer": True, "enc_separable": False, "enc_input_pool": 1}
+                "split_first_layer": True, "enc_separable": False, "enc_input_pool": 1,
+                "enc_stem": "pool"}
 TRAIN_FIELDS = {"blur_fade": 0.0, "w_consistency": 0.0, "w_segment": 0.0, "overlap_start": 0.0,
                 "occlusion_aware": False, "edge_source": "gradient", "w_layers": 0.0,
                 "window_ramp": 0.0, "w_distinct": 0.0, "distinct_margin": 0.96,

@@ -141,29 +141,6 @@ def test_encoder_group_norm_is_used_and_off_by_default():
     FlowCapsules(dataclasses.replace(SMALL, enc_norm=8))  # the first conv's 4 channels are free
 
 
-@pytest.mark.parametrize("stem", ["strided", "space_to_depth"])
-def test_encoder_stem_halves_the_first_two_convs_sides_only(stem):
-    """Each block's input side, seen by hooks: a stem halves the side before the first conv
-    and drops the second block's pool, so the heat map's block and the FC keep their sides."""
-    cfg = dataclasses.replace(SMALL, enc_channels=(4, 8, 8, 8), coord_channels=True)
-    sides = {}
-    for name in ("pool", stem):
-        model = FlowCapsules(dataclasses.replace(cfg, enc_stem=name))
-        seen = []
-        for conv in model.encoder.convs:
-            conv.register_forward_hook(lambda m, i, o: seen.append(o.shape[-1]))
-        caps = model.parse(_images(2))
-        assert caps.masks.shape == (2, 4, 32, 32)
-        sides[name] = seen
-    assert sides["pool"] == [32, 16, 8, 4] and sides[stem] == [16, 8, 8, 4]
-    assert FlowCapsules(cfg).encoder.convs[0].in_channels * (4 if stem == "space_to_depth" else 1) \
-        == FlowCapsules(dataclasses.replace(cfg, enc_stem=stem)).encoder.convs[0].in_channels
-    with pytest.raises(FlowcapsError, match="at least 4 encoder convs"):
-        FlowCapsules(dataclasses.replace(cfg, enc_channels=(4, 8, 8), enc_stem=stem))
-    with pytest.raises(FlowcapsError, match="enc_stem must be one of"):
-        FlowCapsules(dataclasses.replace(cfg, enc_stem="wide"))
-
-
 def test_config_json_round_trip_and_errors():
     cfg = PROFILES["quick"](out="somewhere").replace(blur_sigmas=[0.0, 2.0], model={"num_capsules": 5})
     assert cfg.blur_sigmas == (0.0, 2.0) and cfg.model.num_capsules == 5

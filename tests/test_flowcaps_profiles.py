@@ -152,7 +152,7 @@ def test_removed_switches_load_only_at_their_off_value():
         on = {"heat_offset": 0.15, "depth_code": "capsule", "mask_reading": "logit",
               "heat_block": -1, "enc_extra_convs": 1, "heat_window": 2,
               "enc_norm_kind": "batch", "split_first_layer": False, "enc_separable": True,
-              "enc_input_pool": 2}[key]
+              "enc_input_pool": 2, "enc_stem": "space_to_depth"}[key]
         with pytest.raises(FlowcapsError, match=f"model.{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({}, {key: on}))
     # a removed value of a kept switch is refused by validation
