@@ -18,10 +18,8 @@ from flowcaps.fields import build, replaced
 
 LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
-ENC_STEMS = ("pool", "space_to_depth", "strided")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
-CENTER_FORMS = ("spread", "spread_image", "variance_image")
-CENTER_MASKS = ("amodal", "visible")
+CENTER_FORMS = ("spread", "spread_image")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
 
 
@@ -37,7 +35,6 @@ class ModelConfig:
     # GroupNorm with this many groups after each encoder conv but the first (at full resolution
     # it would cost the most), before its ReLU; 0 = none (the paper).
     enc_norm: int = 0
-    enc_stem: str = "pool"  # where the first halving comes: "pool" (the paper's), see docs/flowcaps.md
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
     # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
     # position of a per-capsule heat map over the last-but-one conv block (see model.Encoder).
@@ -76,8 +73,7 @@ class ModelConfig:
         if self.num_capsules < 1:
             raise FlowcapsError(f"num_capsules must be >= 1, got {self.num_capsules}")
         for name, allowed in (("layering", LAYERINGS), ("background", BACKGROUNDS),
-                              ("translation_head", TRANSLATION_HEADS), ("shape_code", SHAPE_CODES),
-                              ("enc_stem", ENC_STEMS)):
+                              ("translation_head", TRANSLATION_HEADS), ("shape_code", SHAPE_CODES)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.layering == "over" and self.background != "static":
@@ -92,9 +88,6 @@ class ModelConfig:
                                 f"counts {self.enc_channels[1:]} of the encoder convs after the first")
         if self.dec_depth < 1:
             raise FlowcapsError(f"dec_depth must be >= 1, got {self.dec_depth}")
-        if self.enc_stem != "pool" and len(self.enc_channels) < 4:  # the heat map's block follows
-            raise FlowcapsError(f"enc_stem {self.enc_stem!r} needs at least 4 encoder convs, got "
-                                f"{len(self.enc_channels)}")
         pools = len(self.enc_channels)
         if self.image_size % (2 ** pools) or self.image_size < 2 ** pools:
             raise FlowcapsError(f"image_size {self.image_size} must be a multiple of "
@@ -152,18 +145,12 @@ class TrainConfig:
     both_directions: bool = False  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
     w_center: float = 1e-2
-    # E_u[Lambda |v|^2] (the paper), "spread_image": E_u[Lambda |u - t|^2], or "variance_image":
-    # that over E_u[Lambda], which does not grow with the mask's mass (losses.center_loss)
-    center_form: str = "spread"
+    center_form: str = "spread"  # E_u[Lambda |v|^2] (the paper) or "spread_image": E_u[Lambda |u - t|^2]
     center_warmup: float = 0.0  # w_center ramps up from 0 over this fraction of the run
-    # The masks the centre term weighs: "amodal" Lambda_k (the paper), or "visible" Lambda+_k,
-    # which leaves a capsule's hidden part free to extend under the capsules in front of it.
-    center_masks: str = "amodal"
     # Flat-colour layered appearance term (losses.appearance_loss); 0 = off (the paper).
     w_appearance: float = 0.0
     appearance_background: str = "colour"  # its background layer: a flat colour, or "still" (frame 1)
     w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
-    w_usage: float = 0.0  # losses.usage_loss, mean_k sqrt(E_u Lambda+_k); 0 = off (the paper)
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
     grad_clip: float = 1.0  # 0 = off; below 0, torch's clipping would flip the gradient
@@ -184,7 +171,7 @@ class TrainConfig:
     def validate(self) -> None:
         self.model.validate()
         for name, allowed in (("device", DEVICES), ("lr_schedule", SCHEDULES),
-                              ("center_form", CENTER_FORMS), ("center_masks", CENTER_MASKS),
+                              ("center_form", CENTER_FORMS),
                               ("appearance_background", APPEARANCE_BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")

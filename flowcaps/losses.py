@@ -3,7 +3,7 @@
 Letters: B batch, K capsules, P sampled points, H, W image side.
 
 L = L_render + w_smooth * L_smooth + w_center * L_center + w_appearance * L_appearance
-    + w_slow * L_slow + w_usage * L_usage,
+    + w_slow * L_slow,
 with every expectation over pixels estimated at P pixel centres drawn per image (the loss is an
 expectation over u, so sampling is an unbiased estimate of it; P = 0 uses the full grid). The
 paper's loss is the first three terms.
@@ -11,16 +11,14 @@ paper's loss is the first three terms.
   sigmas: flat-coloured shapes only give a photometric gradient in a ~1 px edge band, blurring
   widens that basin. sigma 0 alone is the paper's loss.
 - L_smooth: squared finite differences of Phi to the +1 px neighbours in x and y (pixels^2).
-- L_center: each mask sits at its canonical origin, averaged over capsules, in one of three forms
+- L_center: each mask sits at its canonical origin, averaged over capsules, in one of two forms
   (TrainConfig.center_form): the mask-weighted squared distance E_u[Lambda_k |v|^2] with
-  v = P_k^-1 u ("spread", the paper's), the same in image units E_u[Lambda_k |u - t_k|^2]
-  ("spread_image"), or that over the mask's mass E_u[Lambda_k] ("variance_image").
+  v = P_k^-1 u ("spread", the paper's), or the same in image units E_u[Lambda_k |u - t_k|^2]
+  ("spread_image").
 - L_appearance (ours): the visible layers, each filled with its mean colour, rebuild the frame
   (`appearance_loss`).
 - L_slow (ours): E_u |Phi(u)|^2 in pixels^2, the slowest of the flows the other terms cannot
   tell apart (`slow_loss`).
-- L_usage (ours): mean_k sqrt(E_u Lambda+_k), each capsule's visible share under a square root,
-  so one capsule on a rigid part costs less than several (`usage_loss`).
 """
 from __future__ import annotations
 
@@ -43,7 +41,6 @@ class LossTerms:
     center: torch.Tensor
     appearance: torch.Tensor
     slow: torch.Tensor
-    usage: torch.Tensor
 
 
 def edge_density(img0: torch.Tensor, img1: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -130,7 +127,6 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     else:
         appearance = phi.new_zeros(())
     slow = slow_loss(phi, weight, (h, w)) if cfg.w_slow > 0 else phi.new_zeros(())
-    usage = usage_loss(vis, weight) if cfg.w_usage > 0 else phi.new_zeros(())
 
     if n_s:
         f0 = geometry.frame_to_pixels(phi[:, :n_s], h, w)  # (B, Ps, 2)
@@ -142,13 +138,12 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
         smooth = phi.new_zeros(())
 
     # Weighting the masks makes every E_u in the centre loss importance-weighted as well.
-    weighed = vis if cfg.center_masks == "visible" else pm.masks[:, :, :p]  # (B, K, P)
-    center = center_loss(weighed * weight[:, None], pm.v[:, :, :p], pose[..., 3],
+    center = center_loss(pm.masks[:, :, :p] * weight[:, None], pm.v[:, :, :p], pose[..., 3],
                          cfg.center_form)
     total = (render + cfg.w_smooth * smooth + center_scale * cfg.w_center * center
-             + cfg.w_appearance * appearance + cfg.w_slow * slow + cfg.w_usage * usage)
+             + cfg.w_appearance * appearance + cfg.w_slow * slow)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
-                     appearance=appearance, slow=slow, usage=usage)
+                     appearance=appearance, slow=slow)
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -178,17 +173,6 @@ def slow_loss(phi: torch.Tensor, weight: torch.Tensor, size: tuple[int, int]) ->
     return ((flow ** 2).sum(-1) * weight).mean()
 
 
-def usage_loss(vis: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """mean over B and K of sqrt(E_u Lambda+_k(u)): vis (B, K, P) visibility, weight (B, P).
-
-    The render and appearance terms cannot tell one capsule on a rigid part from several, and
-    the centre term prefers several (cutting a mask in two lowers its spread). Under the square
-    root a share split in n costs sqrt(n) times as much, so a spare capsule gains by emptying.
-    """
-    share = (vis.float() * weight[:, None]).mean(2)  # (B, K) each capsule's visible share
-    return torch.sqrt(share + 1e-4).mean()  # the offset bounds the gradient of an empty capsule
-
-
 def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tensor,
                     still: torch.Tensor | None = None) -> torch.Tensor:
     """Each visible layer explains its pixels with one colour: a dense signal for the masks.
@@ -211,24 +195,12 @@ def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     return (((recon - target) ** 2).sum(1) * weight).mean()
 
 
-VARIANCE_EPS = 1e-3  # "variance_image": the mass offset, a share of the points
-
-
 def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form: str) -> torch.Tensor:
-    """masks (B, K, P), v (B, K, P, 2), scale (B, K) -> scalar, averaged over B and K.
-
-    The spreads grow with a mask's mass, so cutting a large part among several capsules lowers
-    them; "variance_image" divides by the mass: an empty capsule costs nothing and a part
-    whole in one capsule costs less than the same part cut in two.
-    """
+    """masks (B, K, P), v (B, K, P, 2), scale (B, K) -> scalar, averaged over B and K."""
     d2 = (v ** 2).sum(-1)  # (B, K, P) = |v|^2
-    if form != "spread":
+    if form == "spread_image":
         d2 = d2 * scale[..., None] ** 2  # (B, K, P) = |u - t|^2
-    moment = (masks * d2).mean(2)  # (B, K) E_u over the points
-    if form == "variance_image":
-        # the offset (a share of the points) keeps an all but empty capsule's ratio bounded
-        moment = moment / (masks.mean(2) + VARIANCE_EPS)  # (B, K)
-    return moment.mean()
+    return (masks * d2).mean(2).mean()  # E_u over the points, then B, K
 
 
 def shuffle_channels(images: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:

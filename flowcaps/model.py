@@ -42,23 +42,16 @@ class PointMasks:
 
 class Encoder(nn.Module):
     """Conv (+ GroupNorm past the first, `enc_norm`) + ReLU with 2x2 average pooling between, a
-    tanh FC, then K*C capsule numbers; `enc_stem` says where the first halving comes."""
+    tanh FC, then K*C capsule numbers."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
         c_in = 3 + (2 if cfg.coord_channels else 0)
-        if cfg.enc_stem == "space_to_depth":
-            c_in *= 4  # each 2x2 cell's values as channels
         self.convs = nn.ModuleList()
-        for i, c_out in enumerate(cfg.enc_channels):
-            stride = 2 if i == 0 and cfg.enc_stem == "strided" else 1
-            self.convs.append(nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1))
+        for c_out in cfg.enc_channels:
+            self.convs.append(nn.Conv2d(c_in, c_out, 3, padding=1))
             c_in = c_out
-        # The 2x2 pool after each block; a stem that halves the side first drops the second
-        # block's, so block 2 on runs at the side it has with the "pool" stem.
-        self.pool_after = [not (i == 1 and cfg.enc_stem != "pool")
-                           for i in range(len(cfg.enc_channels))]
         # Identity where off (no weights, so checkpoints without enc_norm keep their keys)
         self.norms = nn.ModuleList([nn.Identity()] + [
             nn.GroupNorm(cfg.enc_norm, c) if cfg.enc_norm else nn.Identity()
@@ -125,8 +118,6 @@ class Encoder(nn.Module):
         x = images
         if self.cfg.coord_channels:
             x = torch.cat([x, self.coords.expand(x.shape[0], -1, -1, -1).to(x.dtype)], 1)  # (B, 5, H, W)
-        if self.cfg.enc_stem == "space_to_depth":
-            x = F.pixel_unshuffle(x, 2)  # (B, 4c, H/2, W/2)
         t = local = None
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
             x = F.relu(norm(conv(x)))  # (B, c, h, w)
@@ -137,8 +128,7 @@ class Encoder(nn.Module):
                 if self.cfg.pooled_params:
                     feats = attn.to(x.dtype) @ x.flatten(2).transpose(1, 2)  # (B, K, c)
                     local = self.pooled(feats)  # (B, K, C)
-            if self.pool_after[i]:
-                x = F.avg_pool2d(x, 2)  # (B, c, h/2, w/2)
+            x = F.avg_pool2d(x, 2)  # (B, c, h/2, w/2)
         h = torch.tanh(self.fc(x.flatten(1)))  # (B, enc_hidden)
         raw = self.head(h).view(-1, self.cfg.num_capsules, self.cfg.capsule_dim)  # (B, K, C)
         if self.cfg.pooled_params:

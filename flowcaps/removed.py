@@ -12,12 +12,14 @@ from flowcaps.errors import FlowcapsError
 
 MODEL_FIELDS = {"heat_offset": 0.0, "depth_code": "image", "mask_reading": "prob", "heat_block": -2,
                 "enc_extra_convs": 0, "heat_window": 0, "enc_norm_kind": "group",
-                "split_first_layer": True, "enc_separable": False, "enc_input_pool": 1}
+                "split_first_layer": True, "enc_separable": False, "enc_input_pool": 1,
+                "enc_stem": "pool"}
 TRAIN_FIELDS = {"blur_fade": 0.0, "w_consistency": 0.0, "w_segment": 0.0, "overlap_start": 0.0,
                 "occlusion_aware": False, "edge_source": "gradient", "w_layers": 0.0,
                 "window_ramp": 0.0, "w_distinct": 0.0, "distinct_margin": 0.96,
                 "w_overlap": 0.0, "overlap_tau": 1.0, "mask_prior_anneal": 0.0,
-                "low_res_until": 0.0, "clip_frames": 2}
+                "low_res_until": 0.0, "clip_frames": 2, "w_usage": 0.0,
+                "center_masks": "amodal"}
 
 
 def drop(raw: dict[str, Any], removed: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -25,16 +25,13 @@ def _conv_flops(c_in, c_out, side, images):
     return 2 * 9 * c_in * c_out * side * side * images
 
 
-@pytest.mark.parametrize("stem", ["pool", "strided", "space_to_depth"])
-def test_flops_per_module_follow_the_encoder_stem(stem):
+def test_flops_per_module_follow_each_convs_side():
     """The smoke model (32 px, convs 16, 16, 32, 32) on both frames of 16 pairs: the counter
-    gives each conv the FLOPs of its side, and a stem runs the first two at half side."""
-    sub = bench.SUBJECTS["flowcaps"]("smoke", model={"enc_stem": stem})
+    gives each conv the FLOPs of its side."""
+    sub = bench.SUBJECTS["flowcaps"]("smoke")
     total, per = bench.count_flops(sub)
     images = 2 * len(sub.rows[0])
-    half = 1 if stem == "pool" else 2
-    c0_in = 12 if stem == "space_to_depth" else 3
-    want = {0: _conv_flops(c0_in, 16, 32 // half, images), 1: _conv_flops(16, 16, 16 // half, images),
+    want = {0: _conv_flops(3, 16, 32, images), 1: _conv_flops(16, 16, 16, images),
             2: _conv_flops(16, 32, 8, images), 3: _conv_flops(32, 32, 4, images)}
     for i, flops in want.items():
         assert per[f"_LossModule.model.encoder.convs.{i}"] == flops
@@ -78,7 +75,7 @@ def test_smoke_bench_record(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--method", "nope"], "no bench for nope"),
-    (["--set", "model.enc_stem=wide"], "enc_stem must be one of"),
+    (["--set", "model.layering=wide"], "layering must be one of"),
 ])
 def test_bad_input_is_one_line(args, message):
     res = CliRunner().invoke(main, ["bench", "--profile", "smoke", *args])

@@ -1,20 +1,17 @@
-"""Training from a real (tiny) geogen folder: rank parts, the public `train`, the dev evaluator."""
-import sys
-from pathlib import Path
-
+"""Training from a real (tiny) geogen folder: rank parts, the public `train`, the benchmark's
+evaluation of what it trained."""
 import numpy as np
 import pytest
 
 import flowcaps
+from benchmark.evaluate import evaluate
+from benchmark.registry import get_method
 from flowcaps import FlowcapsError, checkpoint
 from flowcaps.trainer import fit, load_pairs, mix_batch
 from geogen.dataset import read_split
 from geogen.make import MakeConfig, make_dataset
 
 from test_flowcaps_train import tiny_config
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from eval_flowcaps_dev import evaluate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +34,11 @@ def test_ranks_read_disjoint_equal_parts(geo):
 def test_train_from_folder_and_evaluate(geo, tmp_path):
     cfg = tiny_config(tmp_path / "run", epochs=1)
     path = flowcaps.train(cfg, geo, progress=False)
-    model = flowcaps.load(path)
-    test = read_split(geo, "test", ("frames", "amodal"))
-    res = evaluate(model, test["frames"][:, 0], test["amodal"][:, 0])
-    assert set(res["per_slot"]) == {"circle", "square", "triangle"}
-    assert 0 <= res["all"] <= 1 and res["counts"]["circle"] == 6  # the circle is always there
-    assert len(set(res["capsule_of_slot"].values())) == 3  # one distinct capsule per slot
+    method = get_method("flowcaps")  # what `flowbench run flowcaps --checkpoint PATH` scores
+    res = evaluate(method, method.load(path), geo, random_state=0, progress=False)
+    assert set(res["amodal_iou"]) == {"circle", "square", "triangle", "all"}
+    assert 0 <= res["amodal_iou"]["all"] <= 1 and res["count"]["circle"] == 6  # always there
+    assert len(set(res["assignment"].values())) == 3  # one distinct capsule per slot
 
 
 def test_mix_data_trains_on_both_folders(geo, tmp_path):

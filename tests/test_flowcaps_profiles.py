@@ -149,21 +149,22 @@ def test_removed_switches_load_only_at_their_off_value():
               "occlusion_aware": True, "edge_source": "difference", "w_layers": 1.0,
               "window_ramp": 0.5, "w_distinct": 0.01, "distinct_margin": 0.9, "w_overlap": 0.05,
               "overlap_tau": 2.0, "mask_prior_anneal": 0.5, "low_res_until": 0.9,
-              "clip_frames": 5}[key]
+              "clip_frames": 5, "w_usage": 0.01, "center_masks": "visible"}[key]
         with pytest.raises(FlowcapsError, match=f"{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({key: on}, {}))
     for key in removed.MODEL_FIELDS:
         on = {"heat_offset": 0.15, "depth_code": "capsule", "mask_reading": "logit",
               "heat_block": -1, "enc_extra_convs": 1, "heat_window": 2,
               "enc_norm_kind": "batch", "split_first_layer": False, "enc_separable": True,
-              "enc_input_pool": 2}[key]
+              "enc_input_pool": 2, "enc_stem": "space_to_depth"}[key]
         with pytest.raises(FlowcapsError, match=f"model.{key}={on!r}, a switch that was removed"):
             TrainConfig.from_json(_saved({}, {key: on}))
     # a removed value of a kept switch is refused by validation
     with pytest.raises(FlowcapsError, match="translation_head"):
         TrainConfig.from_json(_saved({}, {"translation_head": "segment"})).validate()
-    with pytest.raises(FlowcapsError, match="center_form"):
-        TrainConfig.from_json(_saved({"center_form": "centroid"}, {})).validate()
+    for form in ("centroid", "variance_image"):
+        with pytest.raises(FlowcapsError, match=f"center_form must be one of .*got '{form}'"):
+            TrainConfig.from_json(_saved({"center_form": form}, {})).validate()
 
 
 def test_a_checkpoint_with_a_removed_switch_on_is_refused_in_one_line(tmp_path):
