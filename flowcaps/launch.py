@@ -79,15 +79,28 @@ def _launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
             rdzv: Rendezvous) -> Path:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    spec = out / LAUNCH_CONFIG
-    # Every node writes the same file into the shared folder: each through a name of its own.
-    tmp = spec.with_name(f"{spec.name}.{socket.gethostname()}-{os.getpid()}.tmp")
+    # Each node's ranks read their own launcher's file, so nodes started with different settings
+    # train no one's config but stop with an error (trainloop checks that the ranks agree).
+    node = f"{socket.gethostname()}-{os.getpid()}"
+    spec = out / (LAUNCH_CONFIG if not rdzv.multi_node else f"launch_config.{node}.json")
+    tmp = spec.with_name(f"{spec.name}.{node}.tmp")
     tmp.write_text(per_rank_config(cfg, ranks * rdzv.nnodes).to_json())
     tmp.replace(spec)
+    try:
+        return _run_torchrun(cfg, data, ranks, progress, rdzv, spec)
+    finally:
+        if rdzv.multi_node:
+            spec.unlink(missing_ok=True)
+
+
+def _run_torchrun(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
+                  rdzv: Rendezvous, spec: Path) -> Path:
+    out = Path(cfg.out)
     cmd = [sys.executable, "-m", "torch.distributed.run", *rdzv.torchrun_args(ranks),
            "-m", "flowcaps.cli", "train", str(data),
            "--config", str(spec)] + ([] if progress else ["--quiet"])
-    error_file = out / RANK_ERROR
+    # A node's ranks report to their own launcher: over several nodes, one file per node.
+    error_file = out / (RANK_ERROR if not rdzv.multi_node else f"rank_error.{spec.stem}.txt")
     error_file.unlink(missing_ok=True)  # a killed run's
     env = torchrun_env(error_file)
     # torchrun runs in its own session, so a Ctrl-C (or SIGTERM) reaches this process alone,

@@ -98,9 +98,23 @@ def test_two_loopback_nodes_train_and_resume_as_one_node_of_two_ranks(tiny_geo, 
     results = _finish(_two_nodes(tiny_geo, run))  # the same commands resume
     assert [code for code, _ in results] == [0, 0], results
     assert _losses(run / "log.csv") == reference
-    # Global rank 0 alone wrote the checkpoint; the per-rank config halves the global batch.
-    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt", "launch_config.json",
-                                                     "log.csv", "model.pt"]
+    # Global rank 0 alone wrote the checkpoint; each node's launcher took its ranks' config
+    # file away when they ended.
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt", "log.csv", "model.pt"]
+
+
+def test_nodes_started_with_different_settings_refuse_to_train(tiny_geo, tmp_path):
+    endpoint = f"127.0.0.1:{_free_port()}"
+    run = tmp_path / "run"
+    nodes = [_agent(tiny_geo, run, "--nnodes", "2", "--rdzv-endpoint", endpoint,
+                    "--rdzv-id", "differ", *extra)
+             for extra in ([], ["--set", "lr=0.001", "--set", "log_every=2"])]
+    results = _finish(nodes)
+    for code, err in results:
+        assert code == 1, err
+        assert err == ("Error: the ranks were started with different settings (fields "
+                       "['log_every', 'lr']); start every node with the same command"), err
+    assert not (run / "model.pt").exists() and not (run / "log.csv").exists()
 
 
 def test_rendezvous_flags_and_their_errors():

@@ -79,6 +79,15 @@ def agree(values: list[float], world: int, device: torch.device) -> list[float]:
     return (t / world).tolist()
 
 
+def gather_texts(text: str, world: int) -> list[str]:
+    """Every rank's `text`, in rank order (just [text] without DDP)."""
+    if world <= 1:
+        return [text]
+    texts: list[Any] = [None] * world
+    dist.all_gather_object(texts, text)
+    return texts
+
+
 def barrier(world: int) -> None:
     if world > 1:
         dist.barrier()

@@ -255,6 +255,7 @@ def _fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor
     rank, world = ddp.setup(device)
     if world > 1:
         ddp.defer_interrupts()
+        _check_same_settings(task, world)
     if device.type == "cpu":
         setup_cpu(cfg.threads, world)
     tensors = tuple(data) if isinstance(data, (tuple, list)) else (data,)
@@ -431,6 +432,17 @@ def _fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor
         write(model_path, meta={**meta, **state, **summary})
     ddp.barrier(world)
     return model, model_path
+
+
+def _check_same_settings(task: Task, world: int) -> None:
+    """Every rank trains one config: nodes started with different settings (each node's
+    launcher writes its own ranks' config) are refused before the first step, on every rank."""
+    texts = ddp.gather_texts(json.dumps(task.config_dict(), sort_keys=True), world)
+    if len(set(texts)) > 1:
+        first, other = (_flat(json.loads(t)) for t in (texts[0], next(t for t in texts if t != texts[0])))
+        fields = sorted(k for k in first.keys() | other.keys() if first.get(k) != other.get(k))
+        raise LoopError(f"the ranks were started with different settings (fields {fields}); "
+                        f"start every node with the same command")
 
 
 def budget_steps(cfg: LoopConfig, steps_per_epoch: int, world: int) -> int:
