@@ -50,8 +50,9 @@ def replaced(cfg: Any, changes: dict[str, Any], error: type[Exception]) -> Any:
 
 
 def loop_config(cfg: Any):
-    """The shared loop's settings from a train config with the common budget fields (PSD's and
-    Motion Grouping's; R-NEM and SCAE add validation or their own budget)."""
+    """The shared loop's settings from a train config with the common fields (PSD's and Motion
+    Grouping's; R-NEM and SCAE add validation or their own budget): the budget in `steps`,
+    `max_minutes` only the loop's time guard."""
     import trainloop
     return trainloop.LoopConfig(
         out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, steps=cfg.steps,

@@ -2,6 +2,7 @@
 and the NaN stop: tests/test_trainloop_methods.py)."""
 import csv
 import dataclasses
+import itertools
 import json
 
 import numpy as np
@@ -12,7 +13,8 @@ from baselines.psd import PsdError, checkpoint
 from baselines.psd.config import PROFILES, ModelConfig, TrainConfig
 from baselines.psd.data import load_train, load_visible
 from baselines.psd.starts import start_loop, start_score
-from baselines.psd.trainer import choose_active, fit
+from baselines.psd.trainer import PsdTask, choose_active, fit
+import trainloop
 from trainloop import config_difference
 
 SIZE, N = 32, 24
@@ -120,6 +122,52 @@ def test_stage_one_goes_on_from_the_start_with_the_lowest_flow_loss(tmp_path):
         cfg.replace(start_fraction=0.5).validate()  # not before stage 2 (stage1_fraction 0.5)
 
 
+def _log_without_timing(path):
+    return [{k: v for k, v in row.items() if k not in ("seconds", "pairs_per_s")}
+            for row in csv.DictReader(open(path))]
+
+
+def test_the_starts_and_the_stage_switch_follow_the_step_alone(tmp_path, monkeypatch):
+    """A start trains its share of the steps whatever the guard; on a machine whose clock runs
+    100 s a reading (and a guard far above that), the same starts, the same choice, the same
+    switch step and the same log and weights."""
+    cfg = _cfg(tmp_path / "fast", starts=3, start_fraction=0.25, kl_warmup=0.5)
+    for guard in (None, 1e-3, 1e6):
+        loops = [start_loop(cfg.replace(max_minutes=guard), i) for i in range(3)]
+        assert [(s.steps, s.max_minutes) for s in loops] == [(2, guard)] * 3
+    frames, flow = _data()
+    fast = checkpoint.read(fit(cfg, frames, flow, progress=False))
+    ticks = itertools.count()
+    monkeypatch.setattr(trainloop.loop.time, "monotonic", lambda: next(ticks) * 100.0)
+    slow_cfg = cfg.replace(out=str(tmp_path / "slow"), max_minutes=1e6)
+    slow = checkpoint.read(fit(slow_cfg, frames, flow, progress=False))
+    meta_fast, meta_slow = checkpoint.meta_of(fast), checkpoint.meta_of(slow)
+    assert meta_slow["train_seconds"] >= 800  # 100 s a step: the slow clock was read
+    for key in ("start", "starts", "stage2_step", "step", "active_dims"):
+        assert meta_fast[key] == meta_slow[key], key
+    assert meta_slow["stage2_step"] == 4  # stage1_fraction 0.5 of 8 steps
+    assert (_log_without_timing(tmp_path / "fast" / "log.csv")
+            == _log_without_timing(tmp_path / "slow" / "log.csv"))
+    assert all(torch.equal(fast["model"][k], slow["model"][k]) for k in fast["model"])
+
+
+def test_the_stage_switch_reads_the_runs_step_not_the_loops_fraction(tmp_path):
+    """In a start the loop's fraction is over the start's steps; PSD's schedule is over the
+    run's. A loop fraction near 1 (a clock's, say) at step 1 of 8 switches nothing."""
+    frames, flow = _data()
+    cfg = _cfg(tmp_path)
+    task = PsdTask(cfg, torch.from_numpy(frames), torch.from_numpy(flow))
+    model = task.build(torch.device("cpu"))
+
+    def ctx(step, fraction):
+        return trainloop.StepContext(step=step, epoch=0, fraction=fraction, rank=0, world=1,
+                                     rows=N, device=torch.device("cpu"), state={"step": step})
+
+    assert task.run_fraction(ctx(1, 0.99)) == 1 / 8
+    assert not task.before_step(model, ctx(1, 0.99)) and not model.stage2
+    assert task.before_step(model, ctx(4, 0.0)) and model.stage2  # stage1_fraction 0.5
+
+
 def test_stage_two_waits_for_a_live_dimension(tmp_path):
     frames, flow = _data()
     path = fit(_cfg(tmp_path / "run", kl_active=1e9), frames, flow, progress=False)
@@ -183,9 +231,11 @@ def test_the_long_profile_is_the_quick_model_with_its_documented_changes():
     assert set(diff) == {"lr", "kl_warmup", "w_local", "active_max_corr", "starts",
                          "stage2_fresh_optimizer", "model.odd_motion",
                          "model.stage2_feature_stride", "model.stage2_flow"}
-    assert long.max_minutes == 150.0 and long.threads == 1 and long.starts == 3
-    # the starts' extra minutes and the evaluation (about 8 minutes) fit the three-hour profile
-    assert long.max_minutes * (1 + (long.starts - 1) * long.start_fraction) < 165
+    assert long.steps == 28_000 and long.threads == 1 and long.starts == 3
+    # the starts that are not trained on add 8% to the steps (two of 1,120): the profile's
+    # "about 160 minutes" where its 28,000 steps took 150
+    starts = [start_loop(long, i).steps for i in range(long.starts)]
+    assert starts == [1_120] * 3 and long.steps + sum(starts[1:]) == 30_240
     assert not PROFILES["gpu"].model.odd_motion and PROFILES["gpu"].w_local == 0.0
     assert PROFILES["gpu"].model.stage2_flow == "all"  # PSD's
 

@@ -109,9 +109,11 @@ class TrainConfig:
     batch_size: int = 16  # PSD's demo: 32; smaller steps learn more per pair (docs/baselines/psd.md)
     lr: float = 2e-3
     structure_lr: float = 0.05  # the structure logits start at -10 and must reach ~0 in budget
-    steps: int = 100000  # step budget
-    max_minutes: float | None = None  # time budget (training seconds); the run stops at either
-    stage1_fraction: float = 0.8  # share of the budget spent before choosing active dimensions
+    steps: int = 100000  # the budget: steps of `batch_size` pairs; every schedule follows it
+    # A guard, not a budget: past this many minutes of training the run saves its checkpoint
+    # and stops with an error, exporting no model (None: no guard).
+    max_minutes: float | None = None
+    stage1_fraction: float = 0.8  # share of the step budget before choosing active dimensions
     # Stage 2 starts with a fresh Adam (moments and step counts cleared) rather than stage 1's
     # state carried over; PSD publishes no schedule (experiments/2026-12-07-psd-fresh-adam).
     stage2_fresh_optimizer: bool = False
@@ -136,7 +138,7 @@ class TrainConfig:
     active_max_corr: float = 1.0
     retry_steps: int = 200
     # Stage 1 begins as this many short starts (seeds seed, seed + 1000, ...), each trained for
-    # `start_fraction` of the budget on the run's schedule; the run goes on from the one with
+    # `start_fraction` of the steps on the run's schedule; the run goes on from the one with
     # the lowest training flow loss (baselines.psd.starts; 1: one run, as PSD trains).
     starts: int = 1
     start_fraction: float = 0.04
@@ -152,8 +154,8 @@ class TrainConfig:
         if self.batch_size < 2:  # batch norm needs two samples
             raise PsdError(f"batch_size must be >= 2, got {self.batch_size}")
         if self.steps < 1 or (self.max_minutes is not None and self.max_minutes <= 0):
-            raise PsdError(f"steps must be >= 1 and max_minutes > 0, got {self.steps}, "
-                           f"{self.max_minutes}")
+            raise PsdError(f"steps (the budget) must be >= 1 and max_minutes (a guard) > 0 or "
+                           f"None, got {self.steps}, {self.max_minutes}")
         if not 0 < self.stage1_fraction < 1:
             raise PsdError(f"stage1_fraction must be in (0, 1), got {self.stage1_fraction}")
         if not 0 <= self.kl_warmup <= self.stage1_fraction:
@@ -197,22 +199,25 @@ LEGACY_MODEL = {"odd_motion": True, "unet_down_bias": True, "bn_init_std": 0.0}
 RETIRED = ("min_active", "stage2_pairs", "stage2_speed")
 
 # The faithful model (PSD's public code) at the data's side, PSD's training as we read it:
-# the gpu profile's, and the base of the others.
-FAITHFUL = TrainConfig(out="runs/psd-faithful", threads=1, max_minutes=160.0, steps=10_000_000)
+# the gpu profile's, and the base of the others. 8,000 steps of 16 (128k pairs): about what
+# its 160-minute record trained on one CPU thread.
+FAITHFUL = TrainConfig(out="runs/psd-faithful", threads=1, steps=8_000)
 
-# The quick profile: a 2-core CPU, about 30 minutes wall with data and evaluation. It gives up
-# the full-size motion decoder (half size, kernels halved, upsampled) and the UNet's width,
-# so that it sees enough pairs for its parts to separate (docs/baselines/psd.md).
-QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
+# The quick profile: 4,000 steps of 16 (64k pairs), about 22 minutes of training on one thread
+# of a 2-core CPU (30 wall with data and evaluation). It gives up the full-size motion decoder
+# (half size, kernels halved, upsampled) and the UNet's width, so that it sees enough pairs for
+# its parts to separate (docs/baselines/psd.md).
+QUICK = FAITHFUL.replace(out="runs/psd-quick", steps=4_000,
                          model={"motion_scale": 2, "motion_kernels": (5, 5, 3, 3),
                                 "unet_width": 16})
 
-# The long profile: 3 CPU hours on one thread. The quick model with the four changes that gave
-# each part a dimension and turned the structure on (docs/baselines/psd.md, "Profiles"): the
-# odd motion decoder, lr 5e-3 with the KL weight warmed up over a quarter of the budget, the
-# local-motion L1 in stage 2, and no copy of a chosen dimension among the active ones; stage 1
-# from the best of three starts, and 150 minutes so that the starts' 12 and the evaluation
-# still fit three hours. Stage 2 draws the masks from image features at half the side
+# The long profile: 28,000 steps of 16 (448k pairs) with three starts of 1,120 steps, about
+# 160 minutes of training on one thread of the 2-core CPU of its records (under 3 hours with
+# the evaluation). The quick model with the four changes that gave each part a dimension and
+# turned the structure on (docs/baselines/psd.md, "Profiles"): the odd motion decoder, lr 5e-3
+# with the KL weight warmed up over a quarter of the budget, the local-motion L1 in stage 2,
+# and no copy of a chosen dimension among the active ones; stage 1 from the best of three
+# starts. Stage 2 draws the masks from image features at half the side
 # (`stage2_feature_stride`; experiments/2026-12-06-psd-feature-stride). `w_local` 0.5 makes the
 # children's local motions shed the parent's, so that both of the circle's links reach 1
 # (0.2 left them at the loss's optimum near 0.8; experiments/2026-12-07-psd-local-weight).
@@ -220,7 +225,7 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", max_minutes=22.0,
 # the circle's motion where the circle's mask fell short (experiments/2026-12-07-psd-stage2-flow).
 # Stage 2 with a fresh Adam: with stage 1's state carried over, seed 1 kept the circle's local
 # motion on the triangle and lost the triangle's (experiments/2026-12-07-psd-fresh-adam).
-LONG = QUICK.replace(out="runs/psd-long", max_minutes=150.0, lr=5e-3, kl_warmup=0.25,
+LONG = QUICK.replace(out="runs/psd-long", steps=28_000, lr=5e-3, kl_warmup=0.25,
                      w_local=0.5, active_max_corr=0.5, starts=3, stage2_fresh_optimizer=True,
                      model={"odd_motion": True, "stage2_feature_stride": 2,
                             "stage2_flow": "active"})
@@ -230,9 +235,10 @@ PROFILES: dict[str, TrainConfig] = {
     "long": LONG,
     # The contract test's: a few dozen steps at 32 px, seconds; they reach about 0.08 nats, so
     # its live-dimension threshold is lower.
-    "smoke": QUICK.replace(out="runs/psd-smoke", max_minutes=None, steps=40, kl_active=0.05,
+    "smoke": QUICK.replace(out="runs/psd-smoke", steps=40, kl_active=0.05,
                            batch_size=8, active_pairs=16, probe_pairs=16, log_every=5,
                            model={"image_size": 32, "unet_width": 8}),
-    # One GPU: the faithful model, PSD's demo batch.
-    "gpu": FAITHFUL.replace(out="runs/psd-gpu", threads=None, batch_size=32, max_minutes=15.0),
+    # One GPU: the faithful model, PSD's demo batch; 13,000 steps of 32 (416k pairs). Not
+    # measured (no GPU has run it): an estimate of 15 minutes of an H100 (docs/baselines/psd.md).
+    "gpu": FAITHFUL.replace(out="runs/psd-gpu", threads=None, batch_size=32, steps=13_000),
 }

@@ -1,7 +1,7 @@
 """Stage 1 from the best of several short starts (`TrainConfig.starts`; not PSD's, which trains
-one run): each start trains `start_fraction` of the budget from its own seed, on the run's own
-schedule (the KL warm-up follows the whole budget), and the run goes on from the start whose
-training flow loss is lowest. Unsupervised: only the training loss chooses.
+one run): each start trains `start_fraction` of the step budget from its own seed, on the run's
+own schedule (the KL warm-up follows the whole budget's steps), and the run goes on from the
+start whose training flow loss is lowest. Unsupervised: only the training loss chooses.
 
 The starts live in `out/starts/<i>/` (resumable like any run); the chosen one's checkpoint,
 given the run's config, becomes `out/checkpoint.pt` and its log `out/log.csv`, so the run then
@@ -44,28 +44,25 @@ def start_score(log_path: Path) -> float:
 
 
 def start_loop(cfg: TrainConfig, i: int) -> trainloop.LoopConfig:
-    """Start i's loop: its own folder and seed, `start_fraction` of the run's budget."""
-    share = cfg.start_fraction
+    """Start i's loop: its own folder and seed, `start_fraction` of the run's steps. The run's
+    time guard, if any, guards each start whole: a guard stops a run, it never sizes one."""
     loop = loop_config(cfg.replace(out=str(Path(cfg.out) / "starts" / str(i)),
                                    seed=start_seed(cfg.seed, i)))
-    return dataclasses.replace(
-        loop, steps=max(1, math.ceil(cfg.steps * share)),
-        max_minutes=cfg.max_minutes * share if cfg.max_minutes else None)
+    return dataclasses.replace(loop, steps=max(1, math.ceil(cfg.steps * cfg.start_fraction)))
 
 
 def begin_with_best_start(cfg: TrainConfig, make_task: Callable[..., trainloop.Task],
                           data: tuple[torch.Tensor, ...], *, progress: bool,
                           meta: dict[str, Any] | None) -> None:
     """Train the starts not yet finished, then put the best one in place as the run's
-    checkpoint. `make_task(share=..., start_only=True)` builds a start's task."""
+    checkpoint. `make_task(start_only=True)` builds a start's task."""
     out = Path(cfg.out)
     scores = []
     for i in range(cfg.starts):
         loop = start_loop(cfg, i)
         folder = Path(loop.out)
         if not (folder / trainloop.MODEL_NAME).exists():  # unfinished: train (or resume) it
-            trainloop.fit(make_task(share=cfg.start_fraction, start_only=True), loop, data,
-                          progress=progress, meta=meta)
+            trainloop.fit(make_task(start_only=True), loop, data, progress=progress, meta=meta)
         scores.append(start_score(folder / trainloop.LOG_NAME))
     best = min(range(cfg.starts), key=lambda i: (scores[i], i))
     folder = out / "starts" / str(best)

@@ -1,4 +1,4 @@
-"""PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the budget the
+"""PSD's trainer: stage 1 trains every latent dimension; at `stage1_fraction` of the steps the
 active dimensions are chosen by their posterior KL (only those above `kl_active`, and with
 `active_max_corr` < 1 no copy of a chosen one; with none, stage 1 goes on and the choice is
 retried), the motion encoder is frozen and the structure is learned (stage 2); with `starts` > 1
@@ -107,12 +107,18 @@ class PsdTask(trainloop.Task):
 
     def __init__(self, cfg: TrainConfig, frames: torch.Tensor, flow: torch.Tensor,
                  visible: np.ndarray | None = None, parts: tuple[str, ...] = SLOTS, *,
-                 share: float = 1.0, start_only: bool = False):
+                 start_only: bool = False):
         self.config, self.frames, self.flow, self.visible = cfg, frames, flow, visible
         self.parts = parts
-        # A start (baselines.psd.starts) runs `share` of the budget on the whole run's schedule,
-        # and ends in stage 1 with nothing exported but its weights.
-        self.share, self.start_only = share, start_only
+        # A start (baselines.psd.starts) runs the first steps of the whole run's schedule, and
+        # ends in stage 1 with nothing exported but its weights.
+        self.start_only = start_only
+
+    def run_fraction(self, ctx: trainloop.StepContext) -> float:
+        """How far the whole run is: its step over its step budget, in a start too (whose own
+        loop's fraction is over the start's steps). Never the clock: the stage switch and the
+        KL warm-up come at the same step on every machine."""
+        return ctx.step / self.config.steps
 
     @property
     def fresh_optimizer_each_phase(self) -> bool:  # the loop's phase is PSD's stage 2
@@ -141,7 +147,7 @@ class PsdTask(trainloop.Task):
         return bool(active)
 
     def before_step(self, model: nn.Module, ctx: trainloop.StepContext) -> bool:
-        if model.stage2 or ctx.fraction * self.share < self.config.stage1_fraction:
+        if model.stage2 or self.run_fraction(ctx) < self.config.stage1_fraction:
             return False
         last = ctx.state.get("kl_step")  # a choice that found no live dimension waits
         if last is not None and ctx.state["step"] - last < self.config.retry_steps:
@@ -154,7 +160,7 @@ class PsdTask(trainloop.Task):
         out = loss_fn(img0, flow_px, gen)
         terms: LossTerms = psd_loss(self.model, out, flow_px * self.config.model.flow_scale, img1,
                                     self.config,
-                                    trainloop.ramp(ctx.fraction * self.share, self.config.kl_warmup))
+                                    trainloop.ramp(self.run_fraction(ctx), self.config.kl_warmup))
         return terms.total, {t: getattr(terms, t) for t in TERMS}
 
     def log_values(self, model: nn.Module) -> dict[str, Any]:

@@ -123,8 +123,12 @@ class TrainConfig:
     lr: float = 1e-3  # Adam, fixed
     noise_prob: float = 0.2  # masked-uniform corruption of the input frames
     grad_clip: float | None = None
-    max_steps: int = 10_000_000  # R-NEM's 500 epochs are never reached: early stopping ends it
-    max_minutes: float | None = None  # training time budget; None = max_steps only
+    # The budget: at most this many steps of `batch_size` clips, fewer when early stopping ends
+    # the run (R-NEM's 500 epochs are never reached).
+    max_steps: int = 10_000_000
+    # A guard, not a budget: past this many minutes of training the run saves its checkpoint
+    # and stops with an error, exporting no model (None: no guard).
+    max_minutes: float | None = None
     # Early stopping (R-NEM's): the validation loss every `eval_every` steps (None: once an
     # epoch), stop after `patience` evaluations without a new best, export the best weights.
     val_clips: int = 1000  # validation clips read (0: no validation, no early stopping)
@@ -145,7 +149,7 @@ class TrainConfig:
         if not 0 <= self.noise_prob < 1:
             raise RnemError(f"noise_prob must be in [0, 1), got {self.noise_prob}")
         if self.max_minutes is not None and self.max_minutes <= 0:
-            raise RnemError(f"max_minutes must be > 0, got {self.max_minutes}")
+            raise RnemError(f"max_minutes (a guard) must be > 0 or None, got {self.max_minutes}")
         if self.val_clips < 0 or (self.eval_every is not None and self.eval_every < 1) or (
                 self.patience is not None and self.patience < 1):
             raise RnemError("val_clips must be >= 0, eval_every and patience >= 1 (or None)")
@@ -183,28 +187,30 @@ def groups_for(parts: int, background_group: bool = False) -> int:
 BASE = TrainConfig(model=ModelConfig(prior="median", background_group=True, colour="pixel",
                                      num_groups=groups_for(3, background_group=True)))
 
-# Long, at most 3 hours on one CPU core (one thread, so that another run can have the other):
-# BASE with a time budget. An epoch of 30k clips is more than the budget, so the validation
-# loss is taken every 150 steps on 256 clips; 30k clips at 64 px are 3.7 GB in memory.
-LONG = BASE.replace(max_minutes=150.0, max_clips=30_000, val_clips=256, eval_every=150,
+# Long, on one CPU core (one thread, so that another run can have the other): BASE for at most
+# 1,500 steps of 64 clips, about 150 minutes of training there (under 3 hours with the data and
+# evaluation). An epoch of 30k clips is more than the budget, so the validation loss is taken
+# every 150 steps on 256 clips; 30k clips at 64 px are 3.7 GB in memory.
+LONG = BASE.replace(max_steps=1_500, max_clips=30_000, val_clips=256, eval_every=150,
                     threads=1)
 
-# Quick, at most 30 minutes: gives up the 64 px side and the batch of 64 (32 px and 16: four
-# times the updates per minute) and keeps everything else; 20 minutes of training leave room
-# for the clip data, loading and evaluation.
-QUICK = BASE.replace(model={"work_size": 32}, batch_size=16, max_minutes=20.0, val_clips=200,
+# Quick: gives up the 64 px side and the batch of 64 (32 px and 16: four times the updates per
+# minute) and keeps everything else; at most 2,800 steps of 16 clips, about 20 minutes of
+# training on one core (30 with the clip data, loading and evaluation).
+QUICK = BASE.replace(model={"work_size": 32}, batch_size=16, max_steps=2_800, val_clips=200,
                      eval_every=200, threads=1)
 
 PROFILES: dict[str, TrainConfig] = {
     # The contract test's: the quick model scaled down, a few steps at 32 px, one thread.
     "smoke": QUICK.replace(model={"image_size": 32, "enc_hidden": 64, "state_size": 32,
                                   "rel_hidden": 32, "att_hidden": 16, "dec_hidden": 64},
-                           batch_size=8, max_steps=4, max_minutes=None, threads=1, log_every=1,
+                           batch_size=8, max_steps=4, threads=1, log_every=1,
                            val_clips=8, eval_every=2),
     "quick": QUICK,
     "long": LONG,
-    # One GPU: BASE, early stopping once an epoch; an hour at most (untested: no GPU here).
-    "gpu": BASE.replace(max_minutes=60.0),
+    # One GPU: BASE, early stopping once an epoch; at most 20,000 steps of 64 clips. Not
+    # measured (no GPU has run it): an estimate of an hour of an H100 (docs/baselines/rnem.md).
+    "gpu": BASE.replace(max_steps=20_000),
 }
 
 

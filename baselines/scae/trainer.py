@@ -58,7 +58,7 @@ class ScaeTask(trainloop.Task):
 def loop_config(cfg: SCAEConfig) -> trainloop.LoopConfig:
     run = cfg.run
     return trainloop.LoopConfig(
-        out=run.out, seed=run.seed, batch_size=run.batch_size, steps=run.max_steps or None,
+        out=run.out, seed=run.seed, batch_size=run.batch_size, steps=run.max_steps,
         max_minutes=run.max_minutes or None, device=run.device, threads=run.threads,
         explode_factor=None,  # its loss is a negative log-likelihood: no ratio to a median
         log_every=run.log_every, checkpoint_minutes=run.checkpoint_minutes)

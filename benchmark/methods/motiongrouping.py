@@ -42,10 +42,12 @@ TEST_TIME_INPUT = "the ground-truth flow 0 -> 1 (the autoencoder's only input)"
 class MotionGroupingMethod:
     name = "motiongrouping"
     title = "Motion Grouping"
-    budgets = {"smoke": "seconds (a few steps at 32 px)",
-               "quick": "about 21 minutes of training on one core of a 2-core CPU (30 with "
-                        "data and evaluation)",
-               "gpu": "about 10 minutes of training on one GPU (the official network)"}
+    budgets = {"smoke": "6 steps of 8 flows at 32 px: seconds",
+               "quick": "15,000 steps of 8 flows (120k): about 21 minutes of training on one "
+                        "core of a 2-core CPU on Geo, 30 with data and evaluation (about 35 of "
+                        "training with the articulated figures' 11 slots)",
+               "gpu": "1,000 steps of 32 flows with the official network: an estimated 10 "
+                      "minutes on one GPU (not measured)"}
     uses_ground_truth = ("flow",)
     amodal = False
     tables = (1,)

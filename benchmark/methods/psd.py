@@ -48,13 +48,14 @@ PROBE_PAIRS = 1000  # test pairs the record's probe scores (baselines.psd.probe)
 class PsdMethod:
     name = "psd"
     title = "PSD"
-    budgets = {"smoke": "a few seconds (40 steps at 32 px)",
-               "quick": "about 22 minutes of training on a 2-core CPU (30 with data and "
-                        "evaluation)",
-               "long": "about 162 minutes of training on one CPU thread (three 6-minute "
-                       "starts, the best trained on to 150; under 3 hours with evaluation; "
-                       "data made before)",
-               "gpu": "about 15 minutes of training on one GPU"}
+    budgets = {"smoke": "40 steps of 8 pairs at 32 px: a few seconds",
+               "quick": "4,000 steps of 16 pairs (64k): about 22 minutes of training on one "
+                        "thread of a 2-core CPU (30 with data and evaluation)",
+               "long": "28,000 steps of 16 pairs (448k) after three starts of 1,120 steps, the "
+                       "best trained on: about 160 minutes of training on one thread of a "
+                       "2-core CPU (under 3 hours with evaluation; data made before)",
+               "gpu": "13,000 steps of 32 pairs (416k): an estimated 15 minutes on one GPU "
+                      "(not measured)"}
     uses_ground_truth = ("flow",)
     amodal = False
     tables = (1,)

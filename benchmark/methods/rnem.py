@@ -50,10 +50,14 @@ class RnemMethod:
     uses_ground_truth: tuple[str, ...] = ()
     clip_frames = 10  # training clips: every profile's T
     budgets = {
-        "smoke": "seconds (a few steps at 32 px)",
-        "quick": "about 30 minutes on one CPU core, clip data and evaluation included",
-        "long": "about 3 hours on one CPU core (64 px, batch 64), clip data and evaluation included",
-        "gpu": "at most an hour on one GPU, or less by early stopping (untested)",
+        "smoke": "4 steps of 8 clips at 32 px: seconds",
+        "quick": "at most 2,800 steps of 16 clips, fewer by early stopping: about 20 minutes of "
+                 "training on one core of a 2-core CPU on Geo, 30 with clip data and "
+                 "evaluation (more groups cost more: about an hour on the articulated figures)",
+        "long": "at most 1,500 steps of 64 clips at 64 px: about 150 minutes of training on "
+                "one CPU core, under 3 hours with clip data and evaluation",
+        "gpu": "at most 20,000 steps of 64 clips, fewer by early stopping: an estimated hour "
+               "on one GPU (not measured)",
     }
 
     def _train_config(self, spec: TrainSpec):

@@ -36,15 +36,19 @@ from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, registe
 ENCODE_BATCH = 200  # images per FlowCapsules encoder call when making FlowSCAE's parts
 PRESENCE_GRID = 16  # side of the grid on which a FlowCapsules part's visible share is measured
 BUDGETS = {
-    "smoke": "seconds (a few steps at 32 px, for tests)",
-    "quick": "about 30 minutes on a 2-core CPU (24 min training, evaluation on 10k test pairs)",
-    "gpu": "about 15 minutes on one GPU (10 min training)",
+    "smoke": "12 steps of 8 images at 32 px: seconds (for tests)",
+    "quick": "9,000 steps of 32 images: about 24 minutes of training on a 2-core CPU, 30 with "
+             "evaluation on 10k test pairs",
+    "gpu": "12,000 steps of 128 images: an estimated 10 minutes of training on one GPU (not "
+           "measured)",
 }
 FLOW_BUDGETS = {
-    "smoke": "seconds (a tiny FlowCapsules and a few OCAE steps at 32 px, for tests)",
-    "quick": "about 20 minutes on a 2-core CPU on a committed FlowCapsules checkpoint "
-             "(parts of 40k images, 12 min OCAE training, evaluation on 10k test pairs)",
-    "gpu": "about 15 minutes on one GPU (10 min OCAE training)",
+    "smoke": "a tiny FlowCapsules and 12 OCAE steps of 8 at 32 px: seconds (for tests)",
+    "quick": "32,000 OCAE steps of 128 part sets on a committed FlowCapsules checkpoint: about "
+             "12 minutes of training on a 2-core CPU, 20 with the parts of 40k images and "
+             "evaluation on 10k test pairs",
+    "gpu": "32,000 OCAE steps of 128 part sets: an estimated 15 minutes on one GPU (not "
+           "measured)",
 }
 
 
