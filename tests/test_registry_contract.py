@@ -90,8 +90,8 @@ def test_every_profile_has_a_flowcaps_config_at_its_image_size():
     # the long profile is the quick one with a longer budget and the slow-flow prior, which
     # holds back the halo that a longer run grows (docs/deviations.md)
     long = flowcaps.PROFILES["long"](out="x")
-    assert long.max_minutes > quick.max_minutes and long.w_slow > quick.w_slow == 0
-    assert long.replace(max_minutes=quick.max_minutes, w_slow=quick.w_slow) == quick
+    assert long.pairs > quick.pairs and long.w_slow > quick.w_slow == 0
+    assert long.replace(pairs=quick.pairs, w_slow=quick.w_slow) == quick
 
 
 @pytest.mark.parametrize("attrs, message", [
