@@ -36,10 +36,10 @@ class FlowCapsulesMethod:
     # One seed, data and evaluation included (the records' wall_s say what each part took).
     budgets = {
         "smoke": "seconds",
-        "quick": "about 30 minutes on a 2-core CPU (23 of them training; geo+ also makes Geo's "
-                 "quick training data, about a minute)",
-        "long": "about 2.4 hours on a 2-core CPU (135 minutes of it training)",
-        "gpu": "about 8-9 minutes on one GPU (5.25 of them training)",
+        "quick": "512k training pairs: about 40 minutes on a 2-core CPU with AVX-512, 75 "
+                 "without (geo+ also makes Geo's quick training data, about a minute)",
+        "long": "2.4M training pairs: about 2.5-3 hours on a 2-core CPU with AVX-512",
+        "gpu": "1.47M training pairs: about 8-9 minutes on one H100",
         "paper": "many hours on a GPU (150 epochs over 100k pairs)",
     }
     uses_ground_truth = ()
@@ -145,11 +145,11 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
     # The same training; the refinement makes evaluating 10k test pairs slow on a CPU.
     budgets = {
         "smoke": "seconds",
-        "quick": "about 40 minutes on a 2-core CPU (23 training; evaluating about 12 on Geo, "
-                 "50 on Geo+)",
-        "long": "about 2.7 hours on a 2-core CPU (135 minutes training; evaluating about 12 on "
-                "Geo, 50 on Geo+)",
-        "gpu": "about 10 minutes on one GPU (5.25 of them training)",
+        "quick": "512k training pairs, as flowcaps; evaluating adds about 12 minutes on Geo, "
+                 "50 on Geo+ (2-core CPU)",
+        "long": "2.4M training pairs, as flowcaps; evaluating adds about 12 minutes on Geo, "
+                "50 on Geo+ (2-core CPU)",
+        "gpu": "1.47M training pairs: about 10 minutes on one H100",
         "paper": "many hours on a GPU",
     }
     # Its clustering features are the encoder's, as for flowcaps: Table 2 would repeat that row.
