@@ -324,7 +324,8 @@ def publish_cmd(record, dest, force):
 @click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True,
               help="timed steps per row, after 3 warm-up steps")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="a FlowCapsules setting changed from the profile, as `flowcaps train --set`")
+              help="a setting changed from the profile, for the methods whose bench takes "
+                   "settings (FlowCapsules: as `flowcaps train --set`)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="record to write [default: results/bench/<cpu>.json, e.g. intel-xeon]")
 @_friendly
@@ -333,18 +334,13 @@ def bench_cmd(methods, profile, steps, sets, out):
     float32 matmul peak reached, per method, with the CPU and its kernel flags named."""
     from benchmark import bench
     from benchmark.records import command_line, machine_info, write_json_atomic
-    from flowcaps.cli import parse_set
-    from flowcaps.errors import FlowcapsError
-    methods = methods or tuple(bench.SUBJECTS)
-    unknown = [m for m in methods if m not in bench.SUBJECTS]
+    known = bench.benched()
+    methods = methods or tuple(known)
+    unknown = [m for m in methods if m not in known]
     if unknown:
         raise BenchmarkError(f"no bench for {', '.join(unknown)}; choose from "
-                             f"{', '.join(bench.SUBJECTS)}")
-    try:
-        changes = parse_set(sets)
-        record = bench.bench(methods, profile, steps, changes, echo=click.echo)
-    except FlowcapsError as err:
-        raise BenchmarkError(str(err)) from None
+                             f"{', '.join(known)}")
+    record = bench.bench(methods, profile, steps, sets, echo=click.echo)
     record["command"] = command_line()
     out = out or Path("results/bench") / f"{bench.cpu_slug(machine_info('cpu')['cpu'])}.json"
     click.echo(f"wrote {write_json_atomic(out, record)}")
