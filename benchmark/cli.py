@@ -15,8 +15,6 @@ import click
 
 from benchmark import profiles
 from benchmark.errors import BenchmarkError
-# A tool of one method lives beside its adapter, not in the core: FlowCapsules' probes.
-from benchmark.methods import flowcaps_diagnose
 from benchmark.records import COMMITTED, LOCAL
 from benchmark.show import KINDS as SHOW_KINDS
 from geogen.errors import GeogenError
@@ -365,13 +363,22 @@ def list_cmd():
                    f"{p.size} px; {p.summary}")
 
 
-def _add_method_command(cmd: click.Command) -> None:
-    """Add a command that one method's adapter module defines, with flowbench's one-line errors."""
-    cmd.callback = _friendly(cmd.callback)
-    main.add_command(cmd)
+def _add_method_commands() -> None:
+    """Add the commands the registered methods define (a tool of one method lives beside its
+    adapter, not in the core), with flowbench's one-line errors."""
+    from benchmark.registry import load_methods
+    for method in load_methods().values():
+        for cmd in method.commands:
+            if main.commands.get(cmd.name) is cmd:
+                continue  # a subclass's method shares its parent's (flowcaps-refine)
+            if cmd.name in main.commands:
+                raise ValueError(f"method {method.name!r}: flowbench has a command "
+                                 f"{cmd.name!r} already")
+            cmd.callback = _friendly(cmd.callback)
+            main.add_command(cmd)
 
 
-_add_method_command(flowcaps_diagnose.command)
+_add_method_commands()
 
 
 def program() -> None:

@@ -6,8 +6,9 @@ A method (FlowCapsules or a baseline) is a class with a `name` (the command-line
 `title` (its table column or row) and the functions `config`, `train`, `load`, `predict` and
 `embed` (the cheap path to `Prediction.features`), plus the class attributes of
 `METHOD_DEFAULTS` (its profiles and their time budgets, what ground truth it sees at test time,
-whether its masks are amodal, which paper tables it fills, its training clip length, and, for a
-method that trains through the shared loop, its bench subject and its loop case). It registers
+whether its masks are amodal, which paper tables it fills, its training clip length, its own
+`flowbench` commands, and, for a method that trains through the shared loop, its bench subject
+and its loop case). It registers
 with `@register`; the module that holds it is imported by `benchmark/methods/__init__.py` (one
 explicit import per adapter), and `flowbench` (`bench` included), the tables and the contract
 tests then see it with no other change. The metrics only ever see a `Prediction`.
@@ -193,6 +194,9 @@ class Method(Protocol):
     bench_subjects: Callable[[str, tuple[str, ...]], tuple[Subject, Subject | None]] | None
     # () -> its LoopCase, or None where it has no training of its own.
     loop_case: Callable[[], LoopCase] | None
+    # click commands of a tool for this method alone, kept beside its adapter; `flowbench` adds
+    # them when it starts.
+    commands: tuple[Any, ...]
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         """The full training configuration for a spec, JSON-ready (checked before any work)."""
@@ -248,6 +252,7 @@ METHOD_DEFAULTS: dict[str, Any] = {
     "record_extras": _no_extras,
     "bench_subjects": None,
     "loop_case": None,
+    "commands": (),
 }
 GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
 TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)

@@ -25,6 +25,7 @@ import numpy as np
 
 from benchmark.bench import Subject, image_side, synthetic_pairs
 from benchmark.errors import BenchmarkError
+from benchmark.methods import flowcaps_diagnose
 from benchmark.methods.glue import checkpoint_file, eval_device, one_line, to_numpy
 from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
                                 TrainSpec, register)
@@ -49,6 +50,7 @@ class FlowCapsulesMethod:
     clip_frames = 2
     # flowcaps.profiles.MIX_WITH, spelt out so that `flowbench list` need not import torch
     trains_with = {"geo+": ("geo",)}
+    commands = (flowcaps_diagnose.command,)  # `flowbench diagnose`: its probes
 
     def _train_config(self, spec: TrainSpec):
         """The profile's config for the dataset (flowcaps.profiles.for_data, as `flowcaps
