@@ -1,11 +1,12 @@
 """The compute bench: FLOPs per training row, rows/s and the achieved fraction of the CPU's
 float32 matmul peak, per method, as each method's profile trains it (`flowbench bench`).
 
-Letters: B batch (one rank's), H = W image side, T frames, M parts.
+Letters: B batch (one rank's), H = W image side.
 
 Each method's step is its own `trainloop.Task` step (loss, backward, clip, optimiser) on
-synthetic rows of the shapes its data has: FLOPs do not depend on the content, and the time of
-a step hardly does once denormals are flushed. FLOPs are torch's count (convolutions, matmuls,
+synthetic rows of the shapes its data has, as its adapter builds it (`bench_subjects`, the
+registry's protocol; a method without one has no row): FLOPs do not depend on the content, and
+the time of a step hardly does once denormals are flushed. FLOPs are torch's count (convolutions, matmuls,
 attention) of one eager float32 step, forward and backward; the elementwise work, sampling and
 the optimiser are not in it, so a step's time is more than its FLOPs explain.
 
@@ -38,17 +39,6 @@ class Subject:
     @property
     def unit(self) -> str:
         return self.task.unit
-
-
-SUBJECTS: dict[str, Callable[..., Subject]] = {}
-
-
-def subject(name: str):
-    """Register a builder `fn(profile) -> Subject` of a method's step under its name."""
-    def add(fn):
-        SUBJECTS[name] = fn
-        return fn
-    return add
 
 
 def cpu_slug(name: str) -> str:
@@ -214,124 +204,40 @@ def bench_row(sub: Subject, steps: int, peaks: dict[int, float],
     return row
 
 
-# --- each method's step as its profile trains it ---------------------------------------------
+# --- what the adapters' `bench_subjects` build their subjects from ---------------------------
 
-@subject("flowcaps")
-def _flowcaps(profile: str, as_trained: bool = False, **changes: Any) -> Subject:
-    """One rank of the profile (its batch and threads per rank): float32 and eager, or
-    `as_trained` (its compile and bf16); `changes` as `flowcaps train --set` takes them."""
-    import torch
-    from flowcaps import PROFILES
-    from flowcaps.launch import per_rank_config, ranks_for
-    from flowcaps.trainer import FlowcapsTask
-    model = {"image_size": _side(profile), **changes.get("model", {})}
-    cfg = PROFILES[profile]().replace(**{**changes, "model": model})
-    ranks = ranks_for(cfg, "cpu")
-    cfg = per_rank_config(cfg, ranks) if ranks > 1 else cfg
-    if not as_trained:
-        cfg = cfg.replace(bf16=False, compile=False)
-    cfg.validate()
-    pairs = torch.from_numpy(synthetic_pairs(cfg.batch_size, cfg.model.image_size))
-    return Subject("flowcaps", FlowcapsTask(cfg), (pairs,), cfg.threads or 1,
-                   cfg.grad_clip or None, processes=ranks)
-
-
-@subject("psd")
-def _psd(profile: str) -> Subject:
-    """Stage 1 (the motion encoder trains; stage 2 freezes it)."""
-    import torch
-    from baselines.psd import PROFILES
-    from baselines.psd.trainer import PsdTask
-    cfg = PROFILES[profile].replace(model={"image_size": _side(profile)})
-    b, size = cfg.batch_size, cfg.model.image_size
-    frames = torch.from_numpy(synthetic_pairs(b, size))
-    flow = torch.randn(b, size, size, 2, generator=torch.Generator().manual_seed(0)).half()
-    return Subject("psd", PsdTask(cfg, frames, flow), (frames, flow), cfg.threads or _cores(), None)
-
-
-@subject("rnem")
-def _rnem(profile: str) -> Subject:
-    import torch
-    from baselines.rnem import PROFILES
-    from baselines.rnem.trainer import RnemTask
-    cfg = PROFILES[profile]
-    side, t = cfg.model.work_size, cfg.clip_frames
-    clips = torch.randint(0, 256, (cfg.batch_size, t, 3, side, side), dtype=torch.uint8,
-                          generator=torch.Generator().manual_seed(0))  # (B, T, 3, H, W)
-    return Subject("rnem", RnemTask(cfg), (clips,), cfg.threads or _cores(), cfg.grad_clip or None)
-
-
-@subject("scae")
-def _scae(profile: str) -> Subject:
-    import torch
-    from baselines.scae import profile as scae_profile
-    from baselines.scae.trainer import ScaeTask
-    cfg = scae_profile("scae", profile).replace(pcae={"image_size": _side(profile)})
-    size = cfg.pcae.image_size
-    images = torch.from_numpy(synthetic_pairs(cfg.run.batch_size, size)[:, 0].copy())  # (B, H, W, 3)
-    return Subject("scae", ScaeTask(cfg), (images,), cfg.run.threads or _cores(), None)
-
-
-@subject("flowscae")
-def _flowscae(profile: str) -> Subject:
-    """The OCAE's step on given parts; making the parts (FlowCapsules' encoder, once per
-    image before training) is not in it."""
-    import torch
-    from baselines.scae import profile as scae_profile
-    from baselines.scae.trainer import ScaeTask
-    from flowcaps import PROFILES
-    m = PROFILES[profile]().model  # the parts' sizes, as from a checkpoint of that profile
-    cfg = scae_profile("flowscae", profile).replace(
-        parts={"n_parts": m.num_capsules, "n_features": m.shape_dim + 1})
-    p = cfg.parts
-    gen = torch.Generator().manual_seed(0)
-    parts = torch.rand(cfg.run.batch_size, p.n_parts, 7 + p.n_features, generator=gen)  # (B, M, 7+F)
-    return Subject("flowscae", ScaeTask(cfg), (parts,), cfg.run.threads or _cores(), None)
-
-
-@subject("motiongrouping")
-def _motiongrouping(profile: str) -> Subject:
-    """Its input is the generator's flow: synthetic flows of Geo's size, in pixels."""
-    import torch
-    from baselines.motiongrouping import PROFILES
-    from baselines.motiongrouping.trainer import MotionGroupingTask
-    cfg = PROFILES[profile].replace(model={"image_size": _side(profile)})
-    side = cfg.model.image_size
-    gen = torch.Generator().manual_seed(0)
-    flow = 3 * torch.randn(cfg.batch_size, side, side, 2, generator=gen)  # (B, H, W, 2)
-    # No clip: the official has none and neither has loop_config(cfg).
-    return Subject("motiongrouping", MotionGroupingTask(cfg), (flow,), cfg.threads or _cores(), None)
-
-
-def _side(profile: str) -> int:
+def image_side(profile: str) -> int:
     """The image side of the benchmark profile's data, which flowbench trains each method at."""
     from benchmark.profiles import get_profile
     return get_profile(profile).size
 
 
-def _cores() -> int:
+def cores() -> int:
     return os.cpu_count() or 1
+
+
+def benched() -> dict[str, Any]:
+    """The registered methods with a training step to bench (their `bench_subjects`), in the
+    registry's order."""
+    from benchmark.registry import load_methods
+    return {name: m for name, m in load_methods().items() if m.bench_subjects is not None}
 
 
 # --- the record ---------------------------------------------------------------------------------
 
 def bench(methods: tuple[str, ...], profile: str = "quick", steps: int = 10,
-          flowcaps_changes: dict[str, Any] | None = None,
+          settings: tuple[str, ...] = (),
           echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every method's row and the machine's peaks: the record `flowbench bench` writes."""
+    """Every method's row and the machine's peaks: the record `flowbench bench` writes.
+    `settings`: `--set KEY=VALUE` items, given to each method's `bench_subjects`."""
     import torch
     from benchmark.records import git_state, machine_info
     from flowcaps.precision import cpu_has_native_bf16
     started = time.time()
-    changes = flowcaps_changes or {}
-    subjects = []
-    for name in methods:
-        if name == "flowcaps":
-            subjects.append((SUBJECTS[name](profile, **changes),
-                             SUBJECTS[name](profile, as_trained=True, **changes)))
-        else:
-            subjects.append((SUBJECTS[name](profile), None))
-    threads = sorted({1, _cores(), *(s.threads for s, _ in subjects)})
+    known = benched()
+    # every subject built (and its settings checked) before the first measurement
+    subjects = [known[name].bench_subjects(profile, settings) for name in methods]
+    threads = sorted({1, cores(), *(s.threads for s, _ in subjects)})
     peaks = {t: matmul_peak(t) for t in threads}
     echo("float32 matmul peak (GFLOP/s): " + ", ".join(f"{t} thread(s) {p:.1f}"
                                                      for t, p in peaks.items()))
@@ -344,7 +250,7 @@ def bench(methods: tuple[str, ...], profile: str = "quick", steps: int = 10,
         echo(f"{sub.method}: {row['mflop_per_row']} MFLOP per {sub.unit[:-1]}; {speed}")
     machine = machine_info("cpu")
     return {"command": None, "git_commit": git_state()["commit"], "profile": profile,
-            "flowcaps_changes": changes, "steps_timed": steps,
+            "settings": list(settings), "steps_timed": steps,
             "machine": {**machine, "cpu_native_bf16": cpu_has_native_bf16()},
             "matmul_peak_gflop_per_s": {str(t): round(p, 1) for t, p in peaks.items()},
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],

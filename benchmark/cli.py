@@ -15,8 +15,6 @@ import click
 
 from benchmark import profiles
 from benchmark.errors import BenchmarkError
-# A tool of one method lives beside its adapter, not in the core: FlowCapsules' probes.
-from benchmark.methods import flowcaps_diagnose
 from benchmark.records import COMMITTED, LOCAL
 from benchmark.show import KINDS as SHOW_KINDS
 from geogen.errors import GeogenError
@@ -324,7 +322,8 @@ def publish_cmd(record, dest, force):
 @click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True,
               help="timed steps per row, after 3 warm-up steps")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="a FlowCapsules setting changed from the profile, as `flowcaps train --set`")
+              help="a setting changed from the profile, for the methods whose bench takes "
+                   "settings (FlowCapsules: as `flowcaps train --set`)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="record to write [default: results/bench/<cpu>.json, e.g. intel-xeon]")
 @_friendly
@@ -333,18 +332,13 @@ def bench_cmd(methods, profile, steps, sets, out):
     float32 matmul peak reached, per method, with the CPU and its kernel flags named."""
     from benchmark import bench
     from benchmark.records import command_line, machine_info, write_json_atomic
-    from flowcaps.cli import parse_set
-    from flowcaps.errors import FlowcapsError
-    methods = methods or tuple(bench.SUBJECTS)
-    unknown = [m for m in methods if m not in bench.SUBJECTS]
+    known = bench.benched()
+    methods = methods or tuple(known)
+    unknown = [m for m in methods if m not in known]
     if unknown:
         raise BenchmarkError(f"no bench for {', '.join(unknown)}; choose from "
-                             f"{', '.join(bench.SUBJECTS)}")
-    try:
-        changes = parse_set(sets)
-        record = bench.bench(methods, profile, steps, changes, echo=click.echo)
-    except FlowcapsError as err:
-        raise BenchmarkError(str(err)) from None
+                             f"{', '.join(known)}")
+    record = bench.bench(methods, profile, steps, sets, echo=click.echo)
     record["command"] = command_line()
     out = out or Path("results/bench") / f"{bench.cpu_slug(machine_info('cpu')['cpu'])}.json"
     click.echo(f"wrote {write_json_atomic(out, record)}")
@@ -369,13 +363,22 @@ def list_cmd():
                    f"{p.size} px; {p.summary}")
 
 
-def _add_method_command(cmd: click.Command) -> None:
-    """Add a command that one method's adapter module defines, with flowbench's one-line errors."""
-    cmd.callback = _friendly(cmd.callback)
-    main.add_command(cmd)
+def _add_method_commands() -> None:
+    """Add the commands the registered methods define (a tool of one method lives beside its
+    adapter, not in the core), with flowbench's one-line errors."""
+    from benchmark.registry import load_methods
+    for method in load_methods().values():
+        for cmd in method.commands:
+            if main.commands.get(cmd.name) is cmd:
+                continue  # a subclass's method shares its parent's (flowcaps-refine)
+            if cmd.name in main.commands:
+                raise ValueError(f"method {method.name!r}: flowbench has a command "
+                                 f"{cmd.name!r} already")
+            cmd.callback = _friendly(cmd.callback)
+            main.add_command(cmd)
 
 
-_add_method_command(flowcaps_diagnose.command)
+_add_method_commands()
 
 
 def program() -> None:

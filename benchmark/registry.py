@@ -6,23 +6,28 @@ A method (FlowCapsules or a baseline) is a class with a `name` (the command-line
 `title` (its table column or row) and the functions `config`, `train`, `load`, `predict` and
 `embed` (the cheap path to `Prediction.features`), plus the class attributes of
 `METHOD_DEFAULTS` (its profiles and their time budgets, what ground truth it sees at test time,
-whether its masks are amodal, which paper tables it fills, its training clip length). It
-registers with `@register`; the module that holds it is imported by `benchmark/methods/__init__.py`
-(one explicit import per adapter), and `flowbench`, the tables and the contract test then see it
-with no other change. The metrics only ever see a `Prediction`.
+whether its masks are amodal, which paper tables it fills, its training clip length, its own
+`flowbench` commands, and, for a method that trains through the shared loop, its bench subject
+and its loop case). It registers
+with `@register`; the module that holds it is imported by `benchmark/methods/__init__.py` (one
+explicit import per adapter), and `flowbench` (`bench` included), the tables and the contract
+tests then see it with no other change. The metrics only ever see a `Prediction`.
 """
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
 from benchmark import profiles
 from benchmark.errors import BenchmarkError
 from geogen.schema import SLOTS
+
+if TYPE_CHECKING:
+    from benchmark.bench import Subject
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,25 @@ class LoadedModel:
     trained_with: dict[str, Any] | None = None
 
 
+# A loop case's data: LOOP_ROWS rows in batches of LOOP_BATCH, so 4 steps an epoch (a run of 8
+# steps is two epochs, and an interrupt at step 5 falls inside the second).
+LOOP_ROWS, LOOP_BATCH = 16, 4
+
+
+@dataclass(frozen=True)
+class LoopCase:
+    """A tiny run of a method's trainer through the shared loop (trainloop.fit), on fixed data of
+    LOOP_ROWS rows: what tests/test_trainloop_methods.py checks for every method that has one
+    (resume, the NaN stop, the resume rule)."""
+
+    task: type  # the method's trainloop.Task class (the test patches its step to fail on cue)
+    config: Callable[[Path, int], Any]  # (out, steps) -> the method's config for a run of `steps`
+    fit: Callable[..., Path]  # (config, meta=None) -> the model's path, trained on the fixed data
+    error: type[Exception]  # the method's own error, which the loop's errors become
+    changed: Callable[[Any], Any]  # config -> the same with one field a resume refuses changed
+    field: str  # that field's dotted name, as the refusal names it
+
+
 class Method(Protocol):
     """The protocol every registered method follows (the attributes below `title` have the
     defaults of METHOD_DEFAULTS, filled in by `register` where a class leaves them out)."""
@@ -163,6 +187,16 @@ class Method(Protocol):
     # trains on, e.g. {"geo+": ("geo",)}; the runner makes them and passes them in
     # TrainSpec.extra_data, and the record names them. Test pairs are always the dataset's own.
     trains_with: dict[str, tuple[str, ...]]
+    # Its training step for `flowbench bench` (benchmark.bench), or None where it has none of its
+    # own: (profile, settings) -> (the step in eager float32, the step as the profile trains it
+    # where that differs, compiled or bf16, else None). `settings` are the bench's `--set
+    # KEY=VALUE` items, which a method reads as its own `train --set` does or ignores.
+    bench_subjects: Callable[[str, tuple[str, ...]], tuple[Subject, Subject | None]] | None
+    # () -> its LoopCase, or None where it has no training of its own.
+    loop_case: Callable[[], LoopCase] | None
+    # click commands of a tool for this method alone, kept beside its adapter; `flowbench` adds
+    # them when it starts.
+    commands: tuple[Any, ...]
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         """The full training configuration for a spec, JSON-ready (checked before any work)."""
@@ -216,6 +250,9 @@ METHOD_DEFAULTS: dict[str, Any] = {
     "trains_with": {},
     "axes": _no_axes,
     "record_extras": _no_extras,
+    "bench_subjects": None,
+    "loop_case": None,
+    "commands": (),
 }
 GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
 TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)
@@ -274,6 +311,9 @@ def _check_declaration(m: Any) -> None:
             or any(o not in VARIANTS or o == d for o in others) for d, others in tw.items()):
         raise ValueError(f"{where}: trains_with must map a dataset to a tuple of other datasets "
                          f"({', '.join(VARIANTS)}), got {tw!r}")
+    for hook in ("bench_subjects", "loop_case"):
+        if getattr(m, hook) is not None and not callable(getattr(m, hook)):
+            raise ValueError(f"{where}: {hook} must be a method or None")
 
 
 def load_methods() -> dict[str, Method]:

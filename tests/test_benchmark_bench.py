@@ -6,6 +6,7 @@ from click.testing import CliRunner
 
 from benchmark import bench, records
 from benchmark.cli import main
+from benchmark.registry import get_method, load_methods
 
 
 def test_cpu_flags_are_read_as_whole_words():
@@ -28,7 +29,7 @@ def _conv_flops(c_in, c_out, side, images):
 def test_flops_per_module_follow_each_convs_side():
     """The smoke model (32 px, convs 16, 16, 32, 32) on both frames of 16 pairs: the counter
     gives each conv the FLOPs of its side."""
-    sub = bench.SUBJECTS["flowcaps"]("smoke")
+    sub, _ = get_method("flowcaps").bench_subjects("smoke", ())
     total, per = bench.count_flops(sub)
     images = 2 * len(sub.rows[0])
     want = {0: _conv_flops(3, 16, 32, images), 1: _conv_flops(16, 16, 16, images),
@@ -63,6 +64,7 @@ def test_smoke_bench_record(tmp_path):
     assert set(rec["machine"]["cpu_flags"]) == set(records.CPU_FLAGS)
     assert {"torch_cpu_capability", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"} <= set(rec["machine"])
     assert [r["method"] for r in rec["rows"]] == ["flowcaps", "flowscae"]
+    assert rec["settings"] == []  # no --set
     caps, ocae = rec["rows"]
     assert "as_trained" in caps and "as_trained" not in ocae
     assert caps["unit"] == "pairs" and caps["mflop_per_row"] > ocae["mflop_per_row"] > 0
@@ -84,22 +86,19 @@ def test_bad_input_is_one_line(args, message):
 
 def test_every_method_has_a_smoke_bench(tmp_path):
     """Each bench subject builds its method's own training step (a changed trainer signature
-    fails here, not in a user's bench run)."""
-    from benchmark import bench
+    fails here, not in a user's bench run); with no --method the bench runs every one."""
     out = tmp_path / "bench.json"
-    args = ["bench", "--profile", "smoke", "--steps", "1", "--out", str(out)]
-    for name in bench.SUBJECTS:
-        args += ["--method", name]
-    res = CliRunner().invoke(main, args)
+    res = CliRunner().invoke(main, ["bench", "--profile", "smoke", "--steps", "1", "--out",
+                                    str(out)])
     assert res.exit_code == 0, res.output
     rows = json.loads(out.read_text())["rows"]
-    assert [r["method"] for r in rows] == list(bench.SUBJECTS)
+    assert [r["method"] for r in rows] == list(bench.benched())
     assert all(r["mflop_per_row"] > 0 for r in rows)
 
 
-def test_every_trained_method_has_a_bench_subject():
-    """The bench covers every method the registry trains; flowcaps-refine trains nothing of its
-    own (it refines a trained FlowCapsules model's poses at test time)."""
-    from benchmark import bench
-    from benchmark.registry import load_methods
-    assert set(load_methods()) - {"flowcaps-refine"} <= set(bench.SUBJECTS)
+def test_every_method_that_trains_has_a_bench_subject():
+    """The bench covers every method with a training of its own (a loop case); flowcaps-refine
+    has neither (it refines a trained FlowCapsules model's poses at test time)."""
+    methods = load_methods()
+    assert set(bench.benched()) == {n for n, m in methods.items() if m.loop_case is not None}
+    assert methods["flowcaps-refine"].bench_subjects is None

@@ -128,6 +128,14 @@ def test_profiles_come_from_one_place(register_toy):
                 assert f"{p}: {budget}" in listed
 
 
+def test_flowbench_adds_the_commands_the_adapters_name():
+    """A tool of one method (FlowCapsules' `diagnose`) comes from its adapter's `commands`."""
+    from benchmark.registry import get_method, load_methods
+    named = {c.name: c for m in load_methods().values() for c in m.commands}
+    assert "diagnose" in named and named["diagnose"] in get_method("flowcaps").commands
+    assert all(main.commands[name] is cmd for name, cmd in named.items())
+
+
 def test_show_refuses_missing_source_and_list_names_methods(tmp_path):
     runner = CliRunner()
     res = runner.invoke(main, ["show", str(tmp_path / "none.pt"), "-o", str(tmp_path / "f.png")])

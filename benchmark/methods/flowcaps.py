@@ -23,10 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.bench import Subject, image_side, synthetic_pairs
 from benchmark.errors import BenchmarkError
+from benchmark.methods import flowcaps_diagnose
 from benchmark.methods.glue import checkpoint_file, eval_device, one_line, to_numpy
-from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
-
+from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
+                                TrainSpec, register)
 
 
 @register
@@ -48,6 +50,7 @@ class FlowCapsulesMethod:
     clip_frames = 2
     # flowcaps.profiles.MIX_WITH, spelt out so that `flowbench list` need not import torch
     trains_with = {"geo+": ("geo",)}
+    commands = (flowcaps_diagnose.command,)  # `flowbench diagnose`: its probes
 
     def _train_config(self, spec: TrainSpec):
         """The profile's config for the dataset (flowcaps.profiles.for_data, as `flowcaps
@@ -129,6 +132,57 @@ class FlowCapsulesMethod:
             feats = torch.cat([shape, pose, depth[..., None]], -1)  # (B, K, C)
         return to_numpy(feats.flatten(1))  # (B, K * C)
 
+    def bench_subjects(self, profile: str, settings: tuple[str, ...]) -> tuple[Subject, Subject]:
+        """One rank of the profile (its batch and threads per rank), in float32 and eager, then
+        as the profile trains it (its compile and bf16); `settings` as `flowcaps train --set`
+        takes them."""
+        from flowcaps.cli import parse_set
+        from flowcaps.errors import FlowcapsError
+        with one_line(FlowcapsError, "flowcaps bench"):
+            changes = parse_set(settings)
+            return _bench_subject(profile, changes, False), _bench_subject(profile, changes, True)
+
+    def loop_case(self) -> LoopCase:
+        import flowcaps
+        from flowcaps import trainer
+
+        def config(out: Path, steps: int):
+            model = flowcaps.ModelConfig(image_size=32, num_capsules=3, capsule_dim=8,
+                                         enc_channels=(4, 8), enc_hidden=16, dec_hidden=8,
+                                         dec_depth=2)
+            # FlowCapsules' budget is in epochs, of LOOP_ROWS / LOOP_BATCH steps each
+            return flowcaps.TrainConfig(model=model, out=str(out),
+                                        epochs=steps * LOOP_BATCH // LOOP_ROWS,
+                                        batch_size=LOOP_BATCH, lr=1e-3, points=64,
+                                        smooth_points=8, device="cpu", threads=1, cpu_ranks=1,
+                                        compile=False, log_every=1, checkpoint_minutes=0.0)
+
+        def fit(cfg, meta=None) -> Path:
+            rng = np.random.default_rng(0)
+            pairs = rng.integers(0, 256, (LOOP_ROWS, 2, 32, 32, 3), dtype=np.uint8)
+            return trainer.fit(cfg, pairs, progress=False, meta=meta)
+
+        return LoopCase(trainer.FlowcapsTask, config, fit, flowcaps.FlowcapsError,
+                        lambda c: c.replace(lr=5e-3), "lr")
+
+
+def _bench_subject(profile: str, changes: dict[str, Any], as_trained: bool) -> Subject:
+    """FlowCapsules' step on one rank of `profile` with `changes` (parsed `--set` items)."""
+    import torch
+    from flowcaps import PROFILES
+    from flowcaps.launch import per_rank_config, ranks_for
+    from flowcaps.trainer import FlowcapsTask
+    model = {"image_size": image_side(profile), **changes.get("model", {})}
+    cfg = PROFILES[profile]().replace(**{**changes, "model": model})
+    ranks = ranks_for(cfg, "cpu")
+    cfg = per_rank_config(cfg, ranks) if ranks > 1 else cfg
+    if not as_trained:
+        cfg = cfg.replace(bf16=False, compile=False)
+    cfg.validate()
+    pairs = torch.from_numpy(synthetic_pairs(cfg.batch_size, cfg.model.image_size))
+    return Subject("flowcaps", FlowcapsTask(cfg), (pairs,), cfg.threads or 1,
+                   cfg.grad_clip or None, processes=ranks)
+
 
 @register
 class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
@@ -154,6 +208,9 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
     }
     # Its clustering features are the encoder's, as for flowcaps: Table 2 would repeat that row.
     tables = (1,)
+    # It trains as flowcaps does: the bench and the loop's checks have that row already.
+    bench_subjects = None
+    loop_case = None
 
     def __init__(self, refine=None):
         self._refine = refine  # a flowcaps RefineConfig; None: its defaults, made on first use

@@ -1,7 +1,7 @@
 """Probes of a trained FlowCapsules checkpoint: where its amodal IoU goes (`flowbench diagnose`).
 
 FlowCapsules' own tool, kept beside its adapter (benchmark/methods/flowcaps.py) rather than in
-the benchmark's core; `flowbench` adds `command` to its commands.
+the benchmark's core; the adapter lists `command` in its `commands`, which `flowbench` adds.
 
 Letters: B test images, K capsules, S slots (the data's; Geo's 3 shapes), H, W image side.
 

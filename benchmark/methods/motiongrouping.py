@@ -1,6 +1,6 @@
 """Motion Grouping (Yang et al., ICCV 2021) behind the benchmark protocol.
 
-Letters: B batch, K slots, D slot size, H = W image side.
+Letters: B batch, N rows of data, K slots, D slot size, H = W image side.
 
 What it sees at test time: the ground-truth flow from frame 0 to frame 1, which is its whole
 input (the official code feeds RAFT flow; there is no pretrained RAFT here). Neither frame is
@@ -30,9 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.bench import Subject, cores, image_side
 from benchmark.methods.glue import (checkpoint_file, eval_device, gt_flow_tensor, one_line,
                                     refuse_axes, to_numpy)
-from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
+                                TrainSpec, register)
 
 FLOW_USE = "it is the autoencoder's input"
 TEST_TIME_INPUT = "the ground-truth flow 0 -> 1 (the autoencoder's only input)"
@@ -113,3 +115,33 @@ class MotionGroupingMethod:
             slots = model.slots(flow)  # (B, K, D)
         return to_numpy(slots.flatten(1))
 
+    def bench_subjects(self, profile: str, settings: tuple[str, ...]) -> tuple[Subject, None]:
+        """Its input is the generator's flow: synthetic flows of Geo's size, in pixels; no
+        settings."""
+        import torch
+        from baselines.motiongrouping import PROFILES
+        from baselines.motiongrouping.trainer import MotionGroupingTask
+        cfg = PROFILES[profile].replace(model={"image_size": image_side(profile)})
+        side = cfg.model.image_size
+        gen = torch.Generator().manual_seed(0)
+        flow = 3 * torch.randn(cfg.batch_size, side, side, 2, generator=gen)  # (B, H, W, 2)
+        # No clip: the official has none and neither has loop_config(cfg).
+        return Subject("motiongrouping", MotionGroupingTask(cfg), (flow,),
+                       cfg.threads or cores(), None), None
+
+    def loop_case(self) -> LoopCase:
+        from baselines.motiongrouping import MotionGroupingError, ModelConfig, TrainConfig, trainer
+
+        def config(out: Path, steps: int):
+            model = ModelConfig(image_size=16, num_slots=3, iters=2, enc_channels=(4, 8),
+                                dec_channels=4, kernel_size=3)
+            return TrainConfig(model=model, out=str(out), seed=1, device="cpu", threads=1,
+                               batch_size=LOOP_BATCH, steps=steps, warmup_steps=3, log_every=1,
+                               checkpoint_minutes=0.0)
+
+        def fit(cfg, meta=None) -> Path:
+            flow = np.random.default_rng(0).normal(0, 2, (LOOP_ROWS, 16, 16, 2))  # (N, H, W, 2)
+            return trainer.fit(cfg, flow.astype(np.float16), progress=False, meta=meta)
+
+        return LoopCase(trainer.MotionGroupingTask, config, fit, MotionGroupingError,
+                        lambda c: c.replace(w_entropy=0.5), "w_entropy")

@@ -34,10 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.bench import Subject, cores, image_side, synthetic_pairs
 from benchmark.errors import BenchmarkError
 from benchmark.methods.glue import (checkpoint_file, eval_device, gt_flow_tensor, one_line,
                                     refuse_axes, to_numpy)
-from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
+                                TrainSpec, register)
 
 FLOW_USE = "its motion encoder reads it"
 TEST_TIME_INPUT = "frame 0 and the ground-truth flow 0 -> 1 (motion encoder posterior mean)"
@@ -146,3 +148,35 @@ class PsdMethod:
             mean, _ = model.encode(flow)  # (B, D)
         return to_numpy(mean)
 
+    def bench_subjects(self, profile: str, settings: tuple[str, ...]) -> tuple[Subject, None]:
+        """Stage 1 (the motion encoder trains; stage 2 freezes it); no settings."""
+        import torch
+        from baselines.psd import PROFILES
+        from baselines.psd.trainer import PsdTask
+        cfg = PROFILES[profile].replace(model={"image_size": image_side(profile)})
+        b, size = cfg.batch_size, cfg.model.image_size
+        frames = torch.from_numpy(synthetic_pairs(b, size))  # (B, 2, H, W, 3)
+        flow = torch.randn(b, size, size, 2, generator=torch.Generator().manual_seed(0)).half()
+        return Subject("psd", PsdTask(cfg, frames, flow), (frames, flow), cfg.threads or cores(),
+                       None), None
+
+    def loop_case(self) -> LoopCase:
+        from baselines.psd import PsdError, trainer
+        from baselines.psd.config import ModelConfig, TrainConfig
+
+        def config(out: Path, steps: int):
+            model = ModelConfig(image_size=32, latent_dim=5, kernel_hidden=(8,), unet_width=4,
+                                motion_scale=2, motion_kernels=(3,))
+            return TrainConfig(model=model, out=str(out), seed=1, device="cpu", threads=1,
+                               batch_size=LOOP_BATCH, steps=steps, stage1_fraction=0.5,
+                               active_pairs=8, kl_active=0.0, log_every=1,
+                               checkpoint_minutes=0.0)
+
+        def fit(cfg, meta=None) -> Path:
+            rng = np.random.default_rng(0)
+            frames = rng.integers(0, 256, (LOOP_ROWS, 2, 32, 32, 3), dtype=np.uint8)
+            flow = rng.normal(0, 2, (LOOP_ROWS, 32, 32, 2)).astype(np.float16)
+            return trainer.fit(cfg, frames, flow, progress=False, meta=meta)
+
+        return LoopCase(trainer.PsdTask, config, fit, PsdError,
+                        lambda c: c.replace(w_local=0.5), "w_local")

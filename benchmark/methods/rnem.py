@@ -1,6 +1,6 @@
 """R-NEM behind the benchmark protocol.
 
-Letters: B batch, K groups, S EM steps, D state size, H = W image side.
+Letters: B batch, N rows of data, T frames, K groups, S EM steps, D state size, H = W image side.
 
 A test pair (img0, img1) is run as a 2-frame clip with the trained schedule (`schedule`): W
 warm-up steps and E - 1 more on frame 0 against itself, then (0 -> 1), then (1 -> 1) x (E - 1)
@@ -34,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.bench import Subject, cores
 from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refuse_axes, to_numpy
-from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
+                                TrainSpec, register)
 
 EVAL_SEED = 0  # the start of gamma at inference, the same for every image
 
@@ -125,6 +127,37 @@ class RnemMethod:
             # One frame: its steps against itself, the same as predict's first steps.
             read = model.run(model.to_work(x), _generator(), shared_init=True)[-1]
             return to_numpy(_take(read.theta, _order(read)).flatten(1))
+
+    def bench_subjects(self, profile: str, settings: tuple[str, ...]) -> tuple[Subject, None]:
+        """Clips of the profile's T frames at its work side; no settings."""
+        import torch
+        from baselines.rnem import PROFILES
+        from baselines.rnem.trainer import RnemTask
+        cfg = PROFILES[profile]
+        side, t = cfg.model.work_size, cfg.clip_frames
+        clips = torch.randint(0, 256, (cfg.batch_size, t, 3, side, side), dtype=torch.uint8,
+                              generator=torch.Generator().manual_seed(0))  # (B, T, 3, H, W)
+        return Subject("rnem", RnemTask(cfg), (clips,), cfg.threads or cores(),
+                       cfg.grad_clip or None), None
+
+    def loop_case(self) -> LoopCase:
+        from baselines.rnem import ModelConfig, RnemError, TrainConfig, trainer
+
+        def config(out: Path, steps: int):
+            model = ModelConfig(image_size=16, work_size=16, enc_channels=(4, 8, 8),
+                                enc_hidden=12, state_size=10, rel_hidden=8, att_hidden=6,
+                                dec_hidden=12, em_steps=2)
+            return TrainConfig(model=model, out=str(out), clip_frames=3, batch_size=LOOP_BATCH,
+                               max_steps=steps, threads=1, log_every=1, device="cpu",
+                               checkpoint_minutes=0.0)
+
+        def fit(cfg, meta=None) -> Path:
+            shape = (LOOP_ROWS, 3, 3, 16, 16)  # (N, T, 3, H, W)
+            clips = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+            return trainer.fit(cfg, clips, progress=False, meta=meta)
+
+        return LoopCase(trainer.RnemTask, config, fit, RnemError,
+                        lambda c: c.replace(lr=0.5), "lr")
 
 
 def _device(model):

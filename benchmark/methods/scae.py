@@ -29,9 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.bench import Subject, cores, image_side, synthetic_pairs
 from benchmark.errors import BenchmarkError
 from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refuse_axes, to_numpy
-from benchmark.registry import Axes, LoadedModel, Prediction, TrainSpec, register
+from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
+                                TrainSpec, register)
 
 ENCODE_BATCH = 200  # images per FlowCapsules encoder call when making FlowSCAE's parts
 PRESENCE_GRID = 16  # side of the grid on which a FlowCapsules part's visible share is measured
@@ -70,6 +72,33 @@ def _read(checkpoint: Path, kind: str):
             raise BenchmarkError(f"{checkpoint} holds a {cfg.kind} model, not {kind}")
         model = ckpt.load(checkpoint, device=eval_device())
     return model, cfg, ckpt.meta_of(blob)
+
+
+def _subject(kind: str, cfg, rows) -> tuple[Subject, None]:
+    """The SCAE package's step on one batch of `rows`; it trains eager in float32, so there
+    is no second subject."""
+    from baselines.scae.trainer import ScaeTask
+    return Subject(kind, ScaeTask(cfg), (rows,), cfg.run.threads or cores(), None), None
+
+
+def _loop_case(kind: str, data) -> LoopCase:
+    """A tiny run of the smoke profile's `kind` on `data(rng)`, a tensor of LOOP_ROWS rows."""
+    import torch
+    from baselines.scae import ScaeError, profile, trainer
+
+    def config(out: Path, steps: int):
+        cfg = profile(kind, "smoke", "geo")
+        if kind == "flowscae":
+            cfg = cfg.replace(parts={"n_parts": 4, "n_features": 2})  # as `data` makes them
+        return cfg.replace(run={"out": str(out), "max_steps": steps, "batch_size": LOOP_BATCH,
+                                "checkpoint_minutes": 0.0, "log_every": 1, "threads": 1})
+
+    def fit(cfg, meta=None) -> Path:
+        rows = torch.from_numpy(data(np.random.default_rng(0)))
+        return trainer.fit(cfg, rows, progress=False, meta=meta)
+
+    return LoopCase(trainer.ScaeTask, config, fit, ScaeError,
+                    lambda c: c.replace(optim={"lr": 1e-3}), "optim.lr")
 
 
 @register
@@ -122,6 +151,18 @@ class SCAEMethod:
         import torch
         dev = next(model.parameters()).device
         return to_numpy(model.infer(torch.from_numpy(img0).to(dev)).prior)  # (B, K)
+
+    def bench_subjects(self, profile: str, settings: tuple[str, ...]) -> tuple[Subject, None]:
+        """Frame 0 images of the profile's side; no settings."""
+        import torch
+        from baselines.scae import profile as scae_profile
+        cfg = scae_profile("scae", profile).replace(pcae={"image_size": image_side(profile)})
+        pairs = synthetic_pairs(cfg.run.batch_size, cfg.pcae.image_size)  # (B, 2, H, W, 3)
+        return _subject("scae", cfg, torch.from_numpy(pairs[:, 0].copy()))  # (B, H, W, 3)
+
+    def loop_case(self) -> LoopCase:
+        return _loop_case("scae", lambda rng: rng.integers(0, 256, (LOOP_ROWS, 32, 32, 3),
+                                                           dtype=np.uint8))
 
 
 @dataclass
@@ -268,3 +309,22 @@ class FlowSCAEMethod:
         with torch.inference_mode():
             parts = flowcaps_parts(model.flow, x, model.ocae.cfg.parts.presence_area)
             return to_numpy(model.ocae.infer(parts).prior)  # (B, K_obj)
+
+    def bench_subjects(self, profile: str, settings: tuple[str, ...]) -> tuple[Subject, None]:
+        """The OCAE's step on given parts; making the parts (FlowCapsules' encoder, once per
+        image before training) is not in it. No settings."""
+        import torch
+        from baselines.scae import profile as scae_profile
+        from flowcaps import PROFILES
+        m = PROFILES[profile]().model  # the parts' sizes, as from a checkpoint of that profile
+        cfg = scae_profile("flowscae", profile).replace(
+            parts={"n_parts": m.num_capsules, "n_features": m.shape_dim + 1})
+        p = cfg.parts
+        gen = torch.Generator().manual_seed(0)
+        parts = torch.rand(cfg.run.batch_size, p.n_parts, 7 + p.n_features, generator=gen)
+        return _subject("flowscae", cfg, parts)  # (B, M, 7 + F)
+
+    def loop_case(self) -> LoopCase:
+        # part capsules: pose (6), presence (1), features (2)
+        return _loop_case("flowscae", lambda rng: rng.normal(0, 0.5, (LOOP_ROWS, 4, 7 + 2))
+                          .astype(np.float32))
