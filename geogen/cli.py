@@ -113,7 +113,7 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
 
     Ctrl-C (exit status 130) or SIGTERM (143) stops it, keeping the whole shards; the same
     command with --resume finishes it."""
-    from geogen.make import MakeConfig, make_dataset
+    from geogen.make import MakeConfig, make_dataset, validate
     from geogen.parts import parse_part
     part = parse_part(part) if part is not None else None
     config = MakeConfig(variant=variant, n=n, val=val, test=test, size=size, frames=frames,
@@ -121,6 +121,7 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
                         shard_size=shard_size, supersample=supersample, motion=motion,
                         backgrounds=backgrounds, textures=textures, max_images=max_images,
                         skip_bad_images=skip_bad_images)
+    validate(config)  # before any file exists (make_dataset checks it again)
     stop, received = threading.Event(), []
     try:
         with signals_stop(stop, received):

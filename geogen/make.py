@@ -110,7 +110,8 @@ def validate(config: MakeConfig) -> None:
     if not schema.MIN_SIZE <= config.size <= schema.MAX_SIZE:
         raise GeogenError(f"size must be in {schema.MIN_SIZE}..{schema.MAX_SIZE}, got {config.size}")
     checks = [(config.frames >= 2, f"frames must be >= 2, got {config.frames}"),
-              (config.seed >= 0, f"seed must be >= 0, got {config.seed}"),
+              (0 <= config.seed <= schema.MAX_SEED,
+               f"seed must be in 0..{schema.MAX_SEED} (2**64 - 1), got {config.seed}"),
               (config.workers >= 0, f"workers must be >= 0 (0: auto), got {config.workers}"),
               (config.shard_size >= 1, f"shard_size must be >= 1, got {config.shard_size}"),
               (1 <= config.supersample <= 16,

@@ -125,6 +125,8 @@ SHARD_ATTRS: tuple[str, ...] = (
     "variant", "split", "seed", "size", "frames", "generator_version", "schema_version",
     "config", "first_index", "count",
 )
+# The seed is stored as an HDF5 attribute, which holds at most an unsigned 64-bit integer.
+MAX_SEED = 2**64 - 1
 
 
 def sample_shape(name: str, frames: int, size: int, slots: int = S) -> tuple[int, ...]:

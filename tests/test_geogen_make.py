@@ -122,12 +122,24 @@ def test_verify_catches_corrupt_and_truncated_shards(tmp_path):
     (["--n", "5", "--size", "513"], "size must be in 32..512"),
     (["--n", "5", "--workers", "many"], "--workers"),
     (["--n", "5", "--resume", "--force"], "not both"),
+    (["--n", "5", "--seed", str(2**64)], "seed must be in 0..18446744073709551615 (2**64 - 1)"),
+    (["--n", "5", "--seed", str(2**70)], "seed must be in 0..18446744073709551615 (2**64 - 1)"),
+    (["--n", "5", "--seed", "-1"], "seed must be in 0..18446744073709551615"),
 ])
 def test_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     res = CliRunner().invoke(main, ["make", "--out", str(tmp_path / "o"), "--quiet", *args])
     assert res.exit_code != 0
     assert message in res.output and "Traceback" not in res.output
     assert len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()  # refused before any file (run.json, a .tmp shard)
+
+
+def test_the_largest_seed_an_hdf5_attribute_holds_is_made(tmp_path):
+    root = _make(tmp_path, n=5, val=0, test=0, seed=2**64 - 1)
+    assert shards.verify(root) == [] and shards.read_manifest(root)["seed"] == 2**64 - 1
+    with pytest.raises(GeogenError, match="seed must be in"):
+        _make(tmp_path, "o", n=5, seed=2**64)
+    assert not (tmp_path / "o").exists()
 
 
 def test_folder_with_data_and_unwritable_folder_are_refused(tmp_path):
