@@ -198,11 +198,15 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool,
     room.check_room(config, root, resume=holds_data and resume,
                freed=sum(_bytes_under(path) for path in ours) if replace else 0)
     if replace:
-        for path in ours:
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+        try:
+            for path in ours:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.exists():
+                    path.unlink()
+        except OSError as err:
+            raise GeogenError(f"{root}: cannot replace the dataset there "
+                              f"({err.strerror or err})") from None
     try:
         # The record first: a part starting beside this one then finds a run it may join, never
         # split folders that no run recorded.

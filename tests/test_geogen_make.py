@@ -154,7 +154,7 @@ def test_folder_with_data_and_unwritable_folder_are_refused(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     res = CliRunner().invoke(main, ["make", "--n", "5", "--out", str(blocker / "sub"), "--quiet"])
-    assert res.exit_code != 0 and "cannot write" in res.output
+    assert res.exit_code != 0 and "which is a file, not a folder" in res.output
     res = CliRunner().invoke(main, ["info", str(tmp_path / "missing")])
     assert res.exit_code != 0 and "no manifest.json" in res.output
 
