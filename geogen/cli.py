@@ -223,10 +223,12 @@ def _field_bytes(parts) -> dict[str, int]:
 
 @main.command(epilog="\b\nExample:\n  geogen verify data/geo-quick")
 @click.argument("root", type=click.Path(file_okay=False))
-@click.option("--no-checksums", is_flag=True, help="skip the sha256 of each shard")
+@click.option("--no-checksums", is_flag=True,
+              help="skip the sha256 of each shard (against the manifest and its sidecar)")
 @_friendly
 def verify(root, no_checksums):
-    """Check checksums, schema and counts against the manifest; exit 1 on any mismatch."""
+    """Check checksums, attributes, schema, counts and every value against the manifest and
+    the data contract (geogen/schema.py); exit 1 on any mismatch."""
     problems = shards.verify(root, checksums=not no_checksums)
     if problems:
         for p in problems[:-1]:

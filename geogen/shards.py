@@ -264,9 +264,11 @@ def verify(root: str | Path, checksums: bool = True) -> list[str]:
 
 
 def _verify(root: Path, manifest: dict, checksums: bool) -> list[str]:
-    problems: list[str] = []
+    problems = [f"manifest {p}" for p in schema.manifest_problems(manifest)]
+    if problems:  # the values' bounds come from the slots and classes
+        return problems
     size, frames = int(manifest["size"]), int(manifest["frames"])
-    slots = len(schema.slots_of(manifest))
+    bounds = schema.bounds_of(manifest)
     fields = tuple(manifest.get("fields", schema.REQUIRED_FIELDS))
     problems += [f"manifest names unknown field {name!r}" for name in fields
                  if name not in schema.FIELDS]
@@ -289,16 +291,20 @@ def _verify(root: Path, manifest: dict, checksums: bool) -> list[str]:
                                     f"(sha256 differs from its {SHA_SUFFIX})")
             attrs = shard_attrs(manifest, split, total, int(entry["count"]))
             problems += [f"{entry['file']}: {p}" for p in _check_shard(
-                path, attrs, size, frames, slots, fields)]
+                path, attrs, size, frames, bounds, fields)]
             total += int(entry["count"])
         if total != want_total:
             problems.append(f"{split}: {total} samples in shards, manifest says {want_total}")
     return problems
 
 
-def _check_shard(path: Path, attrs: dict, size: int, frames: int, slots: int,
+VERIFY_BYTES = 64 << 20  # raw bytes of one field that verify reads at a time
+
+
+def _check_shard(path: Path, attrs: dict, size: int, frames: int, bounds: schema.Bounds,
                  fields: tuple[str, ...]) -> list[str]:
-    """A shard against its manifest: its attributes, and each field's shape and dtype."""
+    """A shard against its manifest: its attributes, each field's shape and dtype, and every
+    value (`schema.value_problem`)."""
     problems = []
     try:
         with h5py.File(path, "r") as f:
@@ -309,6 +315,7 @@ def _check_shard(path: Path, attrs: dict, size: int, frames: int, slots: int,
                      if key not in missing and _attr(f, key) != value]
             if other:
                 problems.append(f"attributes {', '.join(other)} disagree with the manifest")
+            shaped = []
             for name in fields:
                 if name not in schema.FIELDS:
                     continue
@@ -316,12 +323,23 @@ def _check_shard(path: Path, attrs: dict, size: int, frames: int, slots: int,
                     problems.append(f"field {name!r} missing")
                     continue
                 spec, dset = schema.FIELDS[name], f[name]
-                want = (count,) + schema.sample_shape(name, frames, size, slots)
+                want = (count,) + schema.sample_shape(name, frames, size, bounds.slots)
                 if dset.shape != want or dset.dtype != spec.dtype:
                     problems.append(f"field {name!r}: {dset.dtype}{list(dset.shape)}, "
                                     f"want {spec.dtype}{list(want)}")
-            if not problems and count:
-                f["label"][-1:]   # decompress the last chunk: a truncated file fails here
+                else:
+                    shaped.append(name)
+            if shaped and count:
+                f[shaped[0]][-1:]   # decompress a last chunk: a truncated file fails here
+            for name in (n for n in shaped if schema.has_value_rules(n, bounds)):
+                dset = f[name]
+                step = max(1, VERIFY_BYTES // max(1, dset.dtype.itemsize
+                                                  * int(np.prod(dset.shape[1:]))))
+                for a in range(0, count, step):
+                    bad = schema.value_problem(name, dset[a:a + step], bounds, a)
+                    if bad:
+                        problems.append(f"field {name!r} {bad}")
+                        break
     except (OSError, ValueError, KeyError) as err:
         problems.append(f"unreadable ({err.__class__.__name__})")
     return problems
