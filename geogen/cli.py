@@ -113,14 +113,19 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
 
     Ctrl-C (exit status 130) or SIGTERM (143) stops it, keeping the whole shards; the same
     command with --resume finishes it."""
-    from geogen.make import MakeConfig, make_dataset
+    from geogen.make import MakeConfig, make_dataset, validate
+    from geogen.outpath import check_output_folder
     from geogen.parts import parse_part
     part = parse_part(part) if part is not None else None
+    # --out '' (an unset variable) is refused, never taken for the default.
     config = MakeConfig(variant=variant, n=n, val=val, test=test, size=size, frames=frames,
-                        seed=seed, out=out or default_out(variant), workers=_workers(workers),
-                        shard_size=shard_size, supersample=supersample, motion=motion,
-                        backgrounds=backgrounds, textures=textures, max_images=max_images,
+                        seed=seed, out=default_out(variant) if out is None else out,
+                        workers=_workers(workers), shard_size=shard_size,
+                        supersample=supersample, motion=motion, backgrounds=backgrounds,
+                        textures=textures, max_images=max_images,
                         skip_bad_images=skip_bad_images)
+    validate(config)  # before any file exists (make_dataset checks it again)
+    check_output_folder(config.out, "--out")
     stop, received = threading.Event(), []
     try:
         with signals_stop(stop, received):
@@ -149,7 +154,8 @@ def merge(out):
     """Write OUT's manifest once every part of `geogen make --part I/N` is made; the result is
     the folder a one-part run makes."""
     from geogen.merge import merge_dataset
-    root = merge_dataset(out)
+    from geogen.outpath import check_output_folder
+    root = merge_dataset(check_output_folder(out, "OUT"))
     counts = shards.read_manifest(root)["counts"]
     click.echo(f"wrote {root / shards.MANIFEST} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
 
@@ -164,7 +170,9 @@ def merge(out):
 @_friendly
 def import_psd(src, out, split, no_masks, shard_size):
     """Convert a folder in PSD's format ({i}_im1.png, {i}_im2.png, {i}_f.npy) into shards."""
+    from geogen.outpath import check_output_folder
     from geogen.psd_import import write_psd_shards
+    check_output_folder(out, "--out")
     root, info = write_psd_shards(src, out, split=split, masks=not no_masks,
                                   shard_size=shard_size)
     click.echo(f"wrote {root} ({split} {info['count']}; skipped {len(info['skipped'])}; "
@@ -215,10 +223,12 @@ def _field_bytes(parts) -> dict[str, int]:
 
 @main.command(epilog="\b\nExample:\n  geogen verify data/geo-quick")
 @click.argument("root", type=click.Path(file_okay=False))
-@click.option("--no-checksums", is_flag=True, help="skip the sha256 of each shard")
+@click.option("--no-checksums", is_flag=True,
+              help="skip the sha256 of each shard (against the manifest and its sidecar)")
 @_friendly
 def verify(root, no_checksums):
-    """Check checksums, schema and counts against the manifest; exit 1 on any mismatch."""
+    """Check checksums, attributes, schema, counts and every value against the manifest and
+    the data contract (geogen/schema.py); exit 1 on any mismatch."""
     problems = shards.verify(root, checksums=not no_checksums)
     if problems:
         for p in problems[:-1]:

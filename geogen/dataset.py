@@ -3,7 +3,9 @@
 `open_split` checks a split against its manifest; `Split.read` takes whole fields (or a range
 of their frame axis, a rank's rows, a dtype) into memory, `Split.chunks` hands them out a few
 rows at a time, `pairs` turns clips into consecutive frame pairs, and `GeoDataset` serves one
-sample at a time to a torch DataLoader. Every bad folder or request is a one-line GeogenError.
+sample at a time to a torch DataLoader. Every bad folder or request is a one-line GeogenError,
+and so is every value off the contract that it reads (`schema.value_problem`: NaN flow, a label
+past the classes, ...), so that no method trains or scores on it.
 
 Letters: N samples, T frames, S slots, H = W = image side.
 """
@@ -46,6 +48,7 @@ class Split:
     slots: tuple[str, ...]                   # the S slot names (schema.slots_of)
     fields: tuple[str, ...]                  # the fields its shards store
     shards: tuple[tuple[Path, int], ...]     # (path, rows) of each shard, in index order
+    bounds: schema.Bounds                    # what its values may be
 
     @property
     def count(self) -> int:
@@ -87,12 +90,13 @@ class Split:
         with closing(self._pieces(cols, lo, hi, chunk)) as pieces:  # a failed read closes it
             for f, a, b, at in pieces:
                 for c in cols:
-                    with _reading(f, c.name):
-                        if c.dtype == schema.FIELDS[c.name].dtype:
+                    if c.dtype == schema.FIELDS[c.name].dtype:
+                        with _reading(f, c.name):
                             f[c.name].read_direct(out[c.name], (slice(a, b),) + c.pick,
                                                   np.s_[at:at + b - a])
-                        else:
-                            out[c.name][at:at + b - a] = _read(f, c, a, b)
+                        _check_values(f, c, out[c.name][at:at + b - a], a, self.bounds)
+                    else:
+                        out[c.name][at:at + b - a] = _read(f, c, a, b, self.bounds)
         return out
 
     def chunks(self, fields: Sequence[str], limit: int | None = None, *,
@@ -107,7 +111,7 @@ class Split:
     def _chunks(self, cols: list[_Column], lo: int, hi: int, chunk: int | None):
         with closing(self._pieces(cols, lo, hi, chunk)) as pieces:  # a failed read closes it
             for f, a, b, at in pieces:
-                yield at, {c.name: _read(f, c, a, b) for c in cols}
+                yield at, {c.name: _read(f, c, a, b, self.bounds) for c in cols}
 
     def _columns(self, fields: Sequence[str], t: Mapping[str, Pick] | None = None,
                 dtypes: Mapping[str, object] | None = None) -> list[_Column]:
@@ -195,10 +199,21 @@ def _reading(f, name: str):
         raise GeogenError(f"{f.filename}: cannot read {name!r} ({first})") from None
 
 
-def _read(f, col: _Column, a: int, b: int) -> np.ndarray:
-    """Rows a:b of one field of an open shard, picked and converted: (b - a, *col.shape)."""
+def _read(f, col: _Column, a: int, b: int, bounds: schema.Bounds) -> np.ndarray:
+    """Rows a:b of one field of an open shard, picked, checked and converted:
+    (b - a, *col.shape)."""
     with _reading(f, col.name):
-        return np.asarray(f[col.name][(slice(a, b),) + col.pick]).astype(col.dtype, copy=False)
+        values = np.asarray(f[col.name][(slice(a, b),) + col.pick])
+    _check_values(f, col, values, a, bounds)
+    return values.astype(col.dtype, copy=False)
+
+
+def _check_values(f, col: _Column, values: np.ndarray, a: int, bounds: schema.Bounds) -> None:
+    """Refuse rows a:a+n of a field (as stored) whose values break the contract."""
+    problem = schema.value_problem(col.name, values, bounds, a)
+    if problem:
+        raise GeogenError(f"{f.filename}: field {col.name!r} {problem}; not data that geogen "
+                          f"makes, so it is not read (geogen verify lists every problem)")
 
 
 def open_split(root: str | Path, split: str) -> Split:
@@ -210,7 +225,11 @@ def open_split(root: str | Path, split: str) -> Split:
     if split not in schema.SPLITS:
         raise GeogenError(f"unknown split {split!r} (known: {', '.join(schema.SPLITS)})")
     manifest = shards.read_manifest(root)
+    problems = schema.manifest_problems(manifest)
+    if problems:
+        raise GeogenError(f"{root / shards.MANIFEST}: {problems[0]}")
     try:
+        bounds = schema.bounds_of(manifest)
         parts = tuple(shards.shard_paths(root, manifest, split))
         size, frames = int(manifest["size"]), int(manifest["frames"])
         count = int(manifest["counts"].get(split, 0))
@@ -228,9 +247,7 @@ def open_split(root: str | Path, split: str) -> Split:
     unknown = [name for name in fields if name not in schema.FIELDS]
     if unknown:
         raise GeogenError(f"{root / shards.MANIFEST}: names unknown field {unknown[0]!r}")
-    if not slots or not all(isinstance(name, str) for name in slots):
-        raise GeogenError(f"{root / shards.MANIFEST}: malformed (slots {list(slots)})")
-    return Split(root, split, manifest, size, frames, slots, fields, parts)
+    return Split(root, split, manifest, size, frames, slots, fields, parts, bounds)
 
 
 def read_split(root: str | Path, split: str, fields: Sequence[str],
@@ -292,7 +309,8 @@ class GeoDataset(Dataset):
         k = int(np.searchsorted(self._starts, i, side="right") - 1)
         f = self._file(k)
         local = i - int(self._starts[k])
-        return {c.name: torch.from_numpy(_read(f, c, local, local + 1)[0, ...]) for c in self._cols}
+        return {c.name: torch.from_numpy(_read(f, c, local, local + 1, self._split.bounds)[0, ...])
+                for c in self._cols}
 
     def __getstate__(self):
         state = dict(self.__dict__)

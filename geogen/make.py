@@ -6,11 +6,13 @@ parent writes the compressed chunks in order; so the output does not depend on `
 the content does not depend on `shard_size` either.
 
 A run first writes OUT/run.json (the content config); shards appear under their final names
-only when whole; OUT/manifest.json is written last (for a variant that reads image sources,
-geo+, its `sources` entry names every image that `bg_source` / `tex_source` index).
-`resume=True` keeps the whole shards of an interrupted run with the same config and makes
-the rest. An interruption (Ctrl-C) or a failed write (a full disk) removes the unfinished
-shard before the error goes on; the workers ignore Ctrl-C and leave stopping to the parent.
+only when whole, each with its sidecar (geogen.shards); OUT/manifest.json is written last (for
+a variant that reads image sources, geo+, its `sources` entry names every image that
+`bg_source` / `tex_source` index). `resume=True` keeps the shards of an interrupted run with
+the same config that are the ones it writes (their attributes, and their bytes by their
+sidecar or a sha256 recorded for them) and makes the rest. An interruption (Ctrl-C) or a
+failed write (a full disk) removes the unfinished shard before the error goes on; the workers
+ignore Ctrl-C and leave stopping to the parent.
 `geogen make` passes a `stop` event that its Ctrl-C and SIGTERM handlers set: the run then
 stops between two work units, never inside an HDF5 write.
 
@@ -110,7 +112,8 @@ def validate(config: MakeConfig) -> None:
     if not schema.MIN_SIZE <= config.size <= schema.MAX_SIZE:
         raise GeogenError(f"size must be in {schema.MIN_SIZE}..{schema.MAX_SIZE}, got {config.size}")
     checks = [(config.frames >= 2, f"frames must be >= 2, got {config.frames}"),
-              (config.seed >= 0, f"seed must be >= 0, got {config.seed}"),
+              (0 <= config.seed <= schema.MAX_SEED,
+               f"seed must be in 0..{schema.MAX_SEED} (2**64 - 1), got {config.seed}"),
               (config.workers >= 0, f"workers must be >= 0 (0: auto), got {config.workers}"),
               (config.shard_size >= 1, f"shard_size must be >= 1, got {config.shard_size}"),
               (1 <= config.supersample <= 16,
@@ -197,11 +200,15 @@ def _prepare_out(config: MakeConfig, resume: bool, force: bool,
     room.check_room(config, root, resume=holds_data and resume,
                freed=sum(_bytes_under(path) for path in ours) if replace else 0)
     if replace:
-        for path in ours:
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+        try:
+            for path in ours:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.exists():
+                    path.unlink()
+        except OSError as err:
+            raise GeogenError(f"{root}: cannot replace the dataset there "
+                              f"({err.strerror or err})") from None
     try:
         # The record first: a part starting beside this one then finds a run it may join, never
         # split folders that no run recorded.
@@ -365,15 +372,11 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
     fields = variant.fields
     plan = _plan(config)
     mine = parts.own_shards(plan, part)
-    todo = [s for s in mine
-            if not shards.is_whole(_shard_file(root, s[0], s[1]), s[2], s[3])]
+    head = run_head(config)
+    todo = _to_make(root, config, mine)
     units = [u for s in todo for u in _units(config, s, chunk_n)]
     left = {(s[0], s[1]): s[3] for s in todo}   # samples still to write per shard
 
-    attrs_common = {"variant": config.variant, "seed": config.seed, "size": config.size,
-                    "frames": config.frames, "generator_version": GENERATOR_VERSION,
-                    "schema_version": schema.SCHEMA_VERSION,
-                    "config": json.dumps(config.content(), sort_keys=True)}
     workers = min(_workers(config), max(1, len(units)))
     unit_name = "pair" if config.frames == 2 else "clip"
     bar = tqdm(total=sum(left.values()), unit=unit_name, disable=not progress, smoothing=0.1,
@@ -393,8 +396,7 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
                 _, _, first, count = next(s for s in todo if s[:2] == key)
                 writer = shards.ShardWriter(
                     _shard_file(root, *key), count, fields, config.frames,
-                    config.size, chunk_n, dict(attrs_common, split=unit.split,
-                                               first_index=first, count=count),
+                    config.size, chunk_n, shards.shard_attrs(head, unit.split, first, count),
                     slots=len(variant.slots))
             for name, blobs in chunks.items():
                 for j, blob in enumerate(blobs):
@@ -432,16 +434,47 @@ def make_dataset(config: MakeConfig, resume: bool = False, force: bool = False,
     return root
 
 
+def run_head(config: MakeConfig) -> dict:
+    """What every shard and the manifest of a run record of it (`shards.shard_attrs`)."""
+    return {"variant": config.variant, "seed": config.seed, "size": config.size,
+            "frames": config.frames, "generator_version": GENERATOR_VERSION,
+            "schema_version": schema.SCHEMA_VERSION, "config": config.content()}
+
+
+def _to_make(root: Path, config: MakeConfig,
+             mine: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
+    """The shards of `mine` to make: all but those already there that are the ones this run
+    writes (`shards.shard_problem`: their attributes, their sidecar and any sha256 recorded
+    for them agree), never judged by their index range alone."""
+    head, recorded = run_head(config), _recorded(root, config)
+    return [(split, k, first, count) for split, k, first, count in mine
+            if shards.shard_problem(_shard_file(root, split, k),
+                                    shards.shard_attrs(head, split, first, count),
+                                    recorded.get((split, k))) is not None]
+
+
+def _recorded(root: Path, config: MakeConfig) -> dict[tuple[str, int], str]:
+    """The sha256 of each shard that a finished run of `config` (its manifest) or a finished
+    part (its marker) recorded in `root`, by (split, shard index)."""
+    sha = {}
+    try:
+        manifest = shards.read_manifest(root)
+        if manifest.get("config") == config.content():
+            for split, entries in manifest["shards"].items():
+                sha.update({(split, parts.index_of(e["file"])): e["sha256"] for e in entries})
+    except (GeogenError, KeyError, TypeError, ValueError, IndexError, AttributeError):
+        pass  # none recorded: a shard's sidecar must then vouch for it
+    sha.update(parts.recorded_shards(root, config.content()))
+    return sha
+
+
 def build_manifest(config: MakeConfig, plan: list[tuple[str, int, int, int]],
                    sha: dict[tuple[str, int], str], sources: dict | None) -> dict:
     """The manifest of a finished dataset: its settings and every shard with its sha256 (by
     (split, shard index)); a one-part run and the merge of parts both write this one."""
     variant = get_variant(config.variant)
     manifest = {
-        "variant": config.variant, "seed": config.seed, "size": config.size,
-        "frames": config.frames, "counts": config.counts(),
-        "generator_version": GENERATOR_VERSION, "schema_version": schema.SCHEMA_VERSION,
-        "config": config.content(),
+        **run_head(config), "counts": config.counts(),
         "chunk_samples": shards.chunk_samples(config.size, config.frames, len(variant.slots)),
         "fields": list(variant.fields),
         "shards": {split: [{"file": f"{split}/{shards.shard_name(k)}", "first_index": first,

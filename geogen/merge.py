@@ -7,7 +7,8 @@ from pathlib import Path
 
 from geogen import parts, shards
 from geogen.errors import GeogenError
-from geogen.make import RUN_RECORD, MakeConfig, _plan, _shard_file, build_manifest, validate
+from geogen.make import (RUN_RECORD, MakeConfig, _plan, _shard_file, build_manifest, run_head,
+                         validate)
 
 
 def merge_dataset(root: str | Path) -> Path:
@@ -28,13 +29,16 @@ def merge_dataset(root: str | Path) -> Path:
     validate(config)
     plan = _plan(config)
     recorded, sources = parts.read_markers(root, config.content(), plan)
+    head = run_head(config)
     for split, k, first, count in plan:
         path = _shard_file(root, split, k)
-        if not shards.is_whole(path, first, count):
-            raise GeogenError(f"{path}: missing or not whole, though its part finished; make "
-                              f"that part again")
-        if shards.file_sha256(path) != recorded[(split, k)]:
-            raise GeogenError(f"{path}: changed since its part finished (sha256 differs); make "
+        problem = shards.shard_problem(path, shards.shard_attrs(head, split, first, count),
+                                       recorded[(split, k)])
+        if problem == "missing":
+            raise GeogenError(f"{path}: missing, though its part finished; make that part "
+                              f"again")
+        if problem:
+            raise GeogenError(f"{path}: changed since its part finished: {problem}; make "
                               f"that part again")
     shards.write_json_atomic(root / shards.MANIFEST, build_manifest(config, plan, recorded,
                                                                     sources))

@@ -108,7 +108,7 @@ def read_markers(root: Path, content: dict, plan: list) -> tuple[dict[tuple[str,
             raise GeogenError(f"{root}: part {m.get('part')}/{n} was made with other settings "
                               f"than {root / 'run.json'}; make it again")
         for e in m.get("shards", []):
-            sha[(e["file"].split("/")[0], _index(e["file"]))] = e["sha256"]
+            sha[(e["file"].split("/")[0], index_of(e["file"]))] = e["sha256"]
     want = {(split, k) for split, k, _, _ in plan}
     if set(sha) != want:
         raise GeogenError(f"{root}: the parts' shards ({len(sha)}) are not the plan's "
@@ -116,7 +116,23 @@ def read_markers(root: Path, content: dict, plan: list) -> tuple[dict[tuple[str,
     return sha, markers[0].get("sources")
 
 
-def _index(file: str) -> int:
+def recorded_shards(root: Path, content: dict) -> dict[tuple[str, int], str]:
+    """The sha256 that the finished parts of settings `content` recorded for their shards, by
+    (split, shard index); unreadable markers are passed over (the merge names them)."""
+    sha = {}
+    for path in sorted((root / PARTS_DIR).glob("part-*-of-*.json")):
+        try:
+            marker = json.loads(path.read_text())
+            if marker.get("config") == content:
+                sha.update({(e["file"].split("/")[0], index_of(e["file"])): e["sha256"]
+                            for e in marker.get("shards", [])})
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+            continue
+    return sha
+
+
+def index_of(file: str) -> int:
+    """The shard index of a manifest's or marker's file entry, `split/shard-NNNNN.h5`."""
     return int(Path(file).stem.split("-")[1])
 
 

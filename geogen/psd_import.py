@@ -95,6 +95,9 @@ def read_sample(src: Path, i: str) -> tuple[np.ndarray, np.ndarray]:
         raise GeogenError(f"PSD sample {i} in {src}: frames must be square and equal in size")
     if raw.shape != (2, h, w):
         raise GeogenError(f"flow {path} has shape {raw.shape}, want (2, {h}, {w})")
+    if not np.isfinite(raw).all():
+        raise GeogenError(f"flow {path} holds NaN or inf; a flow is finite everywhere (0 on "
+                          f"the background)")
     # Channel-first (dx, dy) in image-side units -> channel-last pixels.
     flow = np.ascontiguousarray(raw.transpose(1, 2, 0).astype(np.float32) * w)  # (H, W, 2)
     return np.stack(frames), flow
@@ -234,17 +237,16 @@ def convert_psd_folder(src, *, masks: bool = True) -> tuple[dict[str, np.ndarray
 
 
 def placeholders(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A copy with every absent required field filled with its "absent" value: amodal all
-    False (the schema's convention), pose NaN, visible 0, present False, label -1, flow_bw
-    NaN. `info["absent"]` says which fields these are."""
+    """A copy with every absent required field filled with its "absent" value
+    (`schema.ABSENT`: amodal all False, pose NaN, visible 0, present False, label -1, flow_bw
+    NaN). `info["absent"]` says which fields these are."""
     out = dict(arrays)
     n, size = arrays["frames"].shape[0], arrays["frames"].shape[2]
-    fill = {"amodal": False, "pose": np.nan, "visible": 0, "present": False, "label": -1,
-            "flow_bw": np.nan}
     for name in schema.REQUIRED_FIELDS:
         if name not in out:
             spec = schema.FIELDS[name]
-            out[name] = np.full((n,) + spec.shape(T, size, schema.S), fill[name], spec.dtype)
+            out[name] = np.full((n,) + spec.shape(T, size, schema.S), schema.ABSENT[name],
+                                spec.dtype)
     return out
 
 
@@ -267,6 +269,12 @@ def write_psd_shards(src, out, *, split: str = "test", masks: bool = True,
     arrays, info = convert_psd_folder(src, masks=masks)
     arrays = placeholders(arrays)
     fields = [f for f in schema.FIELDS if f in arrays]
+    bounds = schema.bounds_of({"variant": IMPORT_VARIANT, "import": info})
+    for name in fields:  # what the reader would refuse is not written
+        problem = schema.value_problem(name, arrays[name], bounds)
+        if problem:
+            raise GeogenError(f"{src}: the converted field {name!r} {problem} (of the samples "
+                              f"kept, in id order)")
     n, size = info["count"], info["size"]
     config = {"import": "psd", "source": info["source"], "masks": masks, "split": split,
               "shard_size": shard_size}

@@ -125,6 +125,13 @@ SHARD_ATTRS: tuple[str, ...] = (
     "variant", "split", "seed", "size", "frames", "generator_version", "schema_version",
     "config", "first_index", "count",
 )
+# The seed is stored as an HDF5 attribute, which holds at most an unsigned 64-bit integer.
+MAX_SEED = 2**64 - 1
+
+# What a field that a folder lacks holds (`geogen import-psd`: the manifest's import.absent
+# names them): amodal all False, pose and flow_bw NaN, visible 0, present False, label -1.
+ABSENT: dict[str, object] = {"amodal": False, "pose": np.nan, "visible": 0, "present": False,
+                             "label": -1, "flow_bw": np.nan}
 
 
 def sample_shape(name: str, frames: int, size: int, slots: int = S) -> tuple[int, ...]:
@@ -145,3 +152,114 @@ def check_sample(sample: dict[str, np.ndarray], frames: int, size: int, slots: i
         if arr.shape != want or arr.dtype != spec.dtype:
             raise ValueError(
                 f"field {name!r}: got {arr.dtype}{list(arr.shape)}, want {spec.dtype}{list(want)}")
+
+
+# The values of the data: what `geogen verify` and the reader (`geogen.dataset`) accept.
+
+KNOWN_VARIANTS: tuple[str, ...] = VARIANTS + IMPORT_VARIANTS
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a folder's values may be, read from its manifest (`bounds_of`)."""
+    slots: int                    # S: `visible` holds 0..S, `depth` a permutation of 0..S-1
+    classes: int                  # `label` holds 0..classes-1
+    images: dict[str, int]        # bg_source / tex_source -> images in that bank (if recorded)
+    absent: frozenset[str]        # fields the folder lacks: they hold ABSENT's values
+
+
+def manifest_problems(manifest: dict) -> list[str]:
+    """What in a manifest's variant, slots and classes breaks the contract (empty: none)."""
+    if not isinstance(manifest, dict):
+        return [f"is not a JSON object ({type(manifest).__name__})"]
+    problems = []
+    variant = manifest.get("variant")
+    if variant not in KNOWN_VARIANTS:
+        problems.append(f"names variant {variant!r}, which geogen neither makes nor imports "
+                        f"(known: {', '.join(KNOWN_VARIANTS)})")
+    for key, names in (("slots", manifest.get("slots", SLOTS)),
+                       ("classes", manifest.get("classes", CLASSES))):
+        ok = (isinstance(names, (list, tuple)) and names
+              and all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names))
+        if not ok:
+            problems.append(f"malformed {key} {names!r} (want distinct non-empty names)")
+    # `visible` (uint8) names slot s as s + 1.
+    if isinstance(manifest.get("slots"), list) and len(manifest["slots"]) > 255:
+        problems.append(f"{len(manifest['slots'])} slots; visible (uint8) names at most 255")
+    return problems
+
+
+def bounds_of(manifest: dict) -> Bounds:
+    """The value bounds of a folder whose manifest has no `manifest_problems`."""
+    sources = manifest.get("sources") or {}
+    images = {field: int(sources[bank]["count"])
+              for field, bank in (("bg_source", "backgrounds"), ("tex_source", "textures"))
+              if isinstance(sources.get(bank), dict) and "count" in sources[bank]}
+    absent = (manifest.get("import") or {}).get("absent") or {}
+    return Bounds(len(slots_of(manifest)), len(classes_of(manifest)), images,
+                  frozenset(name for name in absent if name in ABSENT))
+
+
+def has_value_rules(name: str, bounds: Bounds) -> bool:
+    """Whether `value_problem` can find anything wrong with field `name` (frames, amodal and
+    present hold any value of their dtype)."""
+    return name in bounds.absent or FIELDS[name].dtype.kind == "f" or name in _RANGES
+
+
+def value_problem(name: str, values: np.ndarray, bounds: Bounds, row0: int = 0) -> str | None:
+    """What is wrong with the values of field `name` (None: nothing), given rows (n, ...) of it
+    (a frame picked or not); the message names the first bad row, counted from `row0`.
+
+    A block's sum, min or max is enough when it is good; only a bad block is searched by row."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return None
+    if name in bounds.absent:
+        fill = ABSENT[name]
+        bad = ~np.isnan(values) if fill is np.nan else values != fill
+        return _first(bad, values, row0, f"is absent from this folder, so all {fill}, "
+                                          f"but holds {{}}") if bad.any() else None
+    if values.dtype.kind == "f":
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = values.sum()   # one pass: a NaN or inf makes it NaN or inf
+        if not np.isfinite(total):
+            bad = ~np.isfinite(values)
+            if bad.any():   # else the sum of finite values overflowed
+                return _first(bad, values, row0, "holds {}")
+    if name == "pose" and values[..., 3].min() <= 0:   # sizes are pixels (circle diameter, ...)
+        return _first(values[..., 3] <= 0, values[..., 3], row0, "holds a size {} <= 0")
+    if name in _RANGES:
+        lo, hi, why = _RANGES[name](bounds)
+        if values.min() < lo or values.max() > hi:
+            return _first((values < lo) | (values > hi), values, row0,
+                          f"holds {{}}, outside {lo}..{hi} ({why})")
+    if name == "depth":
+        order = np.sort(values.reshape(len(values), -1), axis=1)     # (n, S)
+        bad = order != np.arange(order.shape[1])
+        if bad.any():
+            return _first(bad.any(1), values, row0, "holds {} for its slots, not an order of "
+                                                    "them (each rank 0..S-1 once)")
+    return None
+
+
+_MANY = 2**31 - 1  # an image bank the manifest does not count
+_RANGES = {  # field -> bounds -> (lowest, highest, why)
+    "label": lambda b: (0, b.classes - 1, "the folder's classes"),
+    "visible": lambda b: (BACKGROUND, b.slots, f"{BACKGROUND} the background, s + 1 for slot s"),
+    "depth": lambda b: (0, b.slots - 1, "a drawing rank per slot"),
+    "bg_source": lambda b: (0, b.images.get("bg_source", _MANY) - 1,
+                            "the background images in its manifest"),
+    "tex_source": lambda b: (-1, b.images.get("tex_source", _MANY) - 1,
+                             "-1 for an absent slot, else the textures in its manifest"),
+}
+
+
+def _first(bad: np.ndarray, values: np.ndarray, row0: int, what: str) -> str:
+    """`what` with the first bad value and its row: `bad` is (n, ...) like `values` (each value
+    judged alone) or (n,) (each row judged whole, shown whole)."""
+    row = int(np.flatnonzero(bad.reshape(len(bad), -1).any(1))[0])
+    if bad.shape != values.shape:
+        shown = values[row].tolist()
+    else:
+        shown = np.asarray(values[row])[np.asarray(bad[row])].flat[0].item()
+    return f"{what.format(shown)} at sample {row0 + row}"

@@ -2,7 +2,11 @@
 
 Layout: ROOT/{train,val,test}/shard-NNNNN.h5 and ROOT/manifest.json. Each shard holds one HDF5
 dataset per schema field, shaped (count, *per-sample shape), chunked along N in groups of a few
-samples and compressed with deflate, and the attributes in `schema.SHARD_ATTRS`.
+samples and compressed with deflate, and the attributes in `schema.SHARD_ATTRS`. Beside each
+shard, `shard-NNNNN.h5.sha256` (sha256sum's format) holds the sha256 it had when it was written:
+a shard changed since (an edit, another run's file copied over it) is told by it before any
+manifest names it (`shard_problem`, `verify`); the shards' own bytes, and so the manifest and
+its hash, are what they were before these files existed.
 
 Workers compress chunks themselves (`compress_chunk` applies exactly HDF5's deflate filter),
 and the writer stores the bytes with `write_direct_chunk`; so the compression runs in
@@ -30,6 +34,7 @@ MANIFEST = "manifest.json"
 DEFLATE_LEVEL = 2      # measured: level 2 is ~9% faster than 3 at 128 px for ~6% more bytes
 CHUNK_BYTES = 1 << 18  # aim for chunks of about 256 KiB raw for the largest field
 TMP_SUFFIX = ".tmp"
+SHA_SUFFIX = ".sha256"  # the sidecar of a shard: its sha256 as written
 
 
 def shard_name(index: int) -> str:
@@ -85,15 +90,18 @@ class ShardWriter:
         dset.id.write_direct_chunk((start,) + (0,) * (dset.ndim - 1), data)
 
     def close(self) -> str:
-        """Finish the file, give it its final name, return its sha256. If that fails (a full
-        disk), the unfinished file is removed before the error goes on."""
+        """Finish the file, give it its final name and its sidecar, return its sha256. If
+        that fails (a full disk), the unfinished file is removed before the error goes on (a
+        shard left without its sidecar is made again)."""
         try:
             self.file.close()
             os.replace(self.tmp, self.path)
         except BaseException:
             self.abort()
             raise
-        return file_sha256(self.path)
+        sha = file_sha256(self.path)
+        write_sidecar(self.path, sha)
+        return sha
 
     def abort(self) -> None:
         """Remove the unfinished file."""
@@ -121,6 +129,32 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], frames: int, size: i
         writer.abort()
         raise
     return writer.close()
+
+
+def sidecar(path: Path) -> Path:
+    return path.with_name(path.name + SHA_SUFFIX)
+
+
+def write_sidecar(path: Path, sha: str) -> None:
+    """Record `sha` as the sha256 of shard `path` as written (`sha256sum -c` reads it)."""
+    side = sidecar(path)
+    tmp = side.with_name(side.name + TMP_SUFFIX)
+    try:
+        tmp.write_text(f"{sha}  {path.name}\n")
+        os.replace(tmp, side)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_sidecar(path: Path) -> str | None:
+    """The sha256 that shard `path` had when it was written; None without a readable sidecar
+    (a folder made before they existed, or a shard cut off before its sidecar)."""
+    try:
+        sha = sidecar(path).read_text().split()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+    return sha if len(sha) == 64 else None
 
 
 def file_sha256(path: Path) -> str:
@@ -174,15 +208,47 @@ def open_shard(path: Path) -> h5py.File:
                           f"{str(err).splitlines()[0] if str(err) else 'corrupt'})") from None
 
 
-def is_whole(path: Path, first: int, count: int) -> bool:
-    """Whether `path` is a readable shard of samples [first, first + count)."""
+def shard_attrs(head: dict, split: str, first: int, count: int) -> dict:
+    """The attributes (`schema.SHARD_ATTRS`) of a shard of the run that `head` describes: a
+    manifest, or what a run writes into one (variant, seed, size, frames, generator_version,
+    schema_version, config)."""
+    return {"variant": head["variant"], "seed": head["seed"], "size": head["size"],
+            "frames": head["frames"], "generator_version": head["generator_version"],
+            "schema_version": head["schema_version"],
+            "config": json.dumps(head["config"], sort_keys=True),
+            "split": split, "first_index": first, "count": count}
+
+
+def shard_problem(path: Path, attrs: dict, sha256: str | None = None) -> str | None:
+    """Why `path` is not the whole shard with attributes `attrs` (None: it is): missing or
+    unreadable, of other attributes, or of other bytes than those it was written with (its
+    sidecar) or than `sha256`, where a manifest or a part recorded one. A shard that neither
+    vouches for (a folder of an older geogen, cut off before its sidecar) is not whole."""
     if not path.is_file():
-        return False
+        return "missing"
     try:
         with open_shard(path) as f:
-            return int(f.attrs["first_index"]) == first and int(f.attrs["count"]) == count
-    except (GeogenError, KeyError):
-        return False
+            other = [key for key, value in attrs.items() if _attr(f, key) != value]
+    except (GeogenError, OSError, KeyError, ValueError) as err:
+        return f"unreadable ({err.__class__.__name__})"
+    if other:
+        return f"made with other settings ({', '.join(other)} differ)"
+    written, sha = read_sidecar(path), file_sha256(path)
+    if written is not None and written != sha:
+        return f"its bytes changed since it was written (sha256 differs from its {SHA_SUFFIX})"
+    if sha256 is not None and sha256 != sha:
+        return "its bytes are not those recorded for it (sha256 differs)"
+    if written is None and sha256 is None:
+        return f"nothing vouches for it (no {sidecar(path).name})"
+    return None
+
+
+def _attr(f: h5py.File, key: str):
+    """Attribute `key` of an open shard as a Python value (None when absent)."""
+    value = f.attrs.get(key)
+    if isinstance(value, bytes):
+        return value.decode()
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def verify(root: str | Path, checksums: bool = True) -> list[str]:
@@ -198,9 +264,11 @@ def verify(root: str | Path, checksums: bool = True) -> list[str]:
 
 
 def _verify(root: Path, manifest: dict, checksums: bool) -> list[str]:
-    problems: list[str] = []
+    problems = [f"manifest {p}" for p in schema.manifest_problems(manifest)]
+    if problems:  # the values' bounds come from the slots and classes
+        return problems
     size, frames = int(manifest["size"]), int(manifest["frames"])
-    slots = len(schema.slots_of(manifest))
+    bounds = schema.bounds_of(manifest)
     fields = tuple(manifest.get("fields", schema.REQUIRED_FIELDS))
     problems += [f"manifest names unknown field {name!r}" for name in fields
                  if name not in schema.FIELDS]
@@ -213,29 +281,41 @@ def _verify(root: Path, manifest: dict, checksums: bool) -> list[str]:
             if not path.is_file():
                 problems.append(f"{entry['file']}: missing")
                 continue
-            if checksums and file_sha256(path) != entry["sha256"]:
-                problems.append(f"{entry['file']}: checksum mismatch")
-                continue
+            if checksums:
+                sha, written = file_sha256(path), read_sidecar(path)
+                if sha != entry["sha256"]:
+                    problems.append(f"{entry['file']}: checksum mismatch")
+                    continue
+                if written is not None and written != sha:  # a manifest written after a change
+                    problems.append(f"{entry['file']}: its bytes changed since it was written "
+                                    f"(sha256 differs from its {SHA_SUFFIX})")
+            attrs = shard_attrs(manifest, split, total, int(entry["count"]))
             problems += [f"{entry['file']}: {p}" for p in _check_shard(
-                path, entry, split, size, frames, slots, total, fields)]
+                path, attrs, size, frames, bounds, fields)]
             total += int(entry["count"])
         if total != want_total:
             problems.append(f"{split}: {total} samples in shards, manifest says {want_total}")
     return problems
 
 
-def _check_shard(path: Path, entry: dict, split: str, size: int, frames: int, slots: int,
-                 first: int, fields: tuple[str, ...]) -> list[str]:
+VERIFY_BYTES = 64 << 20  # raw bytes of one field that verify reads at a time
+
+
+def _check_shard(path: Path, attrs: dict, size: int, frames: int, bounds: schema.Bounds,
+                 fields: tuple[str, ...]) -> list[str]:
+    """A shard against its manifest: its attributes, each field's shape and dtype, and every
+    value (`schema.value_problem`)."""
     problems = []
     try:
         with h5py.File(path, "r") as f:
-            count = int(entry["count"])
-            for key in schema.SHARD_ATTRS:
-                if key not in f.attrs:
-                    problems.append(f"attribute {key!r} missing")
-            if f.attrs.get("split") != split or int(f.attrs.get("first_index", -1)) != first \
-                    or int(f.attrs.get("count", -1)) != count:
-                problems.append("split, first_index or count attributes disagree with manifest")
+            count = int(attrs["count"])
+            missing = [key for key in schema.SHARD_ATTRS if key not in f.attrs]
+            problems += [f"attribute {key!r} missing" for key in missing]
+            other = [key for key, value in attrs.items()
+                     if key not in missing and _attr(f, key) != value]
+            if other:
+                problems.append(f"attributes {', '.join(other)} disagree with the manifest")
+            shaped = []
             for name in fields:
                 if name not in schema.FIELDS:
                     continue
@@ -243,12 +323,23 @@ def _check_shard(path: Path, entry: dict, split: str, size: int, frames: int, sl
                     problems.append(f"field {name!r} missing")
                     continue
                 spec, dset = schema.FIELDS[name], f[name]
-                want = (count,) + schema.sample_shape(name, frames, size, slots)
+                want = (count,) + schema.sample_shape(name, frames, size, bounds.slots)
                 if dset.shape != want or dset.dtype != spec.dtype:
                     problems.append(f"field {name!r}: {dset.dtype}{list(dset.shape)}, "
                                     f"want {spec.dtype}{list(want)}")
-            if not problems and count:
-                f["label"][-1:]   # decompress the last chunk: a truncated file fails here
+                else:
+                    shaped.append(name)
+            if shaped and count:
+                f[shaped[0]][-1:]   # decompress a last chunk: a truncated file fails here
+            for name in (n for n in shaped if schema.has_value_rules(n, bounds)):
+                dset = f[name]
+                step = max(1, VERIFY_BYTES // max(1, dset.dtype.itemsize
+                                                  * int(np.prod(dset.shape[1:]))))
+                for a in range(0, count, step):
+                    bad = schema.value_problem(name, dset[a:a + step], bounds, a)
+                    if bad:
+                        problems.append(f"field {name!r} {bad}")
+                        break
     except (OSError, ValueError, KeyError) as err:
         problems.append(f"unreadable ({err.__class__.__name__})")
     return problems

@@ -4,6 +4,7 @@ folder (simulated through the OSError the system gives) end in one line and exit
 made, nothing trained or evaluated; a full disk while writing is one line and leaves no
 temporary file."""
 import errno
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from benchmark.cli import main as flowbench
 from geogen import outpath
 from geogen.cli import main as geogen
+from geogen.errors import GeogenError
 
 
 def _one_line(res, *parts):
@@ -106,3 +108,62 @@ def test_geogen_show_checks_its_output_before_reading(tiny_geo, tmp_path, read_o
 def test_geogen_show_under_proc(tiny_geo):
     res = CliRunner().invoke(geogen, ["show", str(tiny_geo), "-o", "/proc/sheet.png"])
     _one_line(res, "-o /proc/sheet.png cannot be written")
+
+
+def _bad_paths(tmp_path):
+    """(path, words of the one line) for paths that no writer can use: empty (an unset shell
+    variable, which Path('') would read as the working folder), a loop of symbolic links (the
+    path itself or under it), a name longer than the file system allows."""
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    return [("", "is empty (an unset shell variable?)"),
+            (str(tmp_path / "loop1"), "symbolic links form a loop"),
+            (str(tmp_path / "loop1" / "sub"), "symbolic links form a loop"),
+            (str(tmp_path / ("x" * 300)), "is 300 bytes, more than the 255"),
+            (str(tmp_path / ("y" * 256) / "d"), "is 256 bytes, more than the 255")]
+
+
+def test_an_empty_looping_or_over_long_path_is_refused_by_the_checks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for path, words in _bad_paths(tmp_path):
+        for check in (outpath.check_output_folder, outpath.check_output_file):
+            with pytest.raises(GeogenError, match=re.escape(words)):
+                check(path, "--out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop1", "loop2"]
+
+
+def test_every_command_refuses_such_a_path_before_any_work(tmp_path, monkeypatch, register_toy):
+    monkeypatch.chdir(tmp_path)
+    toy = register_toy()
+    make = ["make", "--n", "20", "--size", "32", "--workers", "1", "--quiet", "--out"]
+    for path, words in _bad_paths(tmp_path):
+        _one_line(CliRunner().invoke(geogen, make + [path]), words)
+        _one_line(CliRunner().invoke(geogen, ["merge", path]), words)
+        _one_line(CliRunner().invoke(geogen, ["import-psd", str(tmp_path), "--out", path]), words)
+        if path:  # flowbench's click.Path turns '' into '.' before geogen's check sees it
+            _one_line(CliRunner().invoke(flowbench, ["run", toy.name, "--profile", "smoke",
+                                                     "--results", path]), words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop1", "loop2"]  # no data/geo
+
+
+def test_make_force_onto_a_read_only_mount_deletes_nothing(tmp_path, monkeypatch):
+    out = tmp_path / "d"
+    make = ["make", "--n", "20", "--size", "32", "--workers", "1", "--quiet", "--out", str(out)]
+    assert CliRunner().invoke(geogen, make).exit_code == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def refuse(path):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(outpath, "_create", refuse)
+    res = CliRunner().invoke(geogen, make + ["--force", "--seed", "1"])
+    _one_line(res, f"--out {out} cannot be written: Read-only file system")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    monkeypatch.undo()
+    # Should a delete fail all the same (the mount turned read-only since the check), one line.
+    from geogen import make as make_module
+
+    def rmtree(path):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(make_module.shutil, "rmtree", rmtree)
+    res = CliRunner().invoke(geogen, make + ["--force", "--seed", "1"])
+    _one_line(res, f"{out}: cannot replace the dataset there (Read-only file system)")

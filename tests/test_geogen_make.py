@@ -99,6 +99,76 @@ def test_resume_finishes_an_interrupted_run(tmp_path):
     assert shards.read_manifest(root)["seed"] == 5
 
 
+def _edit_label(path):
+    """The same samples, one label changed in place: a readable shard of the same range."""
+    import h5py
+    with h5py.File(path, "r+") as f:
+        f["label"][3] = (f["label"][3] + 1) % 4
+
+
+def _copy_shard(src, dst, name):
+    """Another run's shard of the same range copied over one, its sidecar too."""
+    for path in src.glob(f"{name}*"):
+        (dst / path.relative_to(src)).write_bytes(path.read_bytes())
+
+
+def _files(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_resume_remakes_a_shard_changed_since_it_was_written(tmp_path, finished):
+    """A shard is kept on --resume only when it is the one the run writes: a label edited in
+    place, or another seed's shard of the same range, is made again (unfinished run: its
+    sidecar and attributes tell; finished: its manifest's sha256 too)."""
+    cfg = dict(n=40, val=0, test=8, shard_size=16)
+    full = _make(tmp_path, "full", **cfg)
+    other = _make(tmp_path, "other", seed=1, **cfg)
+    root = _make(tmp_path, "d", **cfg)
+    if not finished:
+        os.remove(root / "manifest.json")
+    _edit_label(root / "train" / "shard-00001.h5")
+    _copy_shard(other, root, "test/shard-00000.h5")
+    make_dataset(MakeConfig(**{**cfg, "size": 32, "out": str(root), "workers": 1}),
+                 resume=True, progress=False)
+    assert _files(root) == _files(full)
+
+
+def test_verify_finds_a_shard_changed_after_it_was_written(tmp_path):
+    """Even with a manifest whose sha256 were taken after the change (what a merge over a
+    changed part wrote): the shard's sidecar, or its attributes, say it is not the run's."""
+    root = _make(tmp_path, n=20, test=4, val=0)
+    other = _make(tmp_path, "other", n=20, test=4, val=0, seed=1)
+    _edit_label(root / "train" / "shard-00001.h5")
+    _copy_shard(other, root, "test/shard-00000.h5")
+    m = shards.read_manifest(root)
+    for entries in m["shards"].values():
+        for e in entries:
+            e["sha256"] = shards.file_sha256(root / e["file"])
+    shards.write_json_atomic(root / "manifest.json", m)
+    problems = shards.verify(root)
+    assert any(p.startswith("train/shard-00001.h5: ") and "changed since it was written" in p
+               for p in problems), problems
+    assert any(p.startswith("test/shard-00000.h5: ") and "seed" in p and "config" in p
+               for p in problems), problems
+    res = CliRunner().invoke(main, ["verify", str(root)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+
+
+def test_a_folder_without_sidecars_still_verifies_and_resumes_on_its_manifest(tmp_path):
+    """Shards written before the sidecars existed: verify passes them on their checksums, and
+    --resume on the finished folder keeps them on the manifest's sha256."""
+    root = _make(tmp_path, n=20, test=4, val=0)
+    for side in root.glob("*/*.sha256"):
+        side.unlink()
+    assert shards.verify(root) == []
+    before = _files(root)
+    make_dataset(MakeConfig(n=20, val=0, test=4, size=32, out=str(root), workers=1,
+                            shard_size=16), resume=True, progress=False)
+    assert _files(root) == before  # nothing made again (no sidecar written either)
+
+
 def test_verify_catches_corrupt_and_truncated_shards(tmp_path):
     root = _make(tmp_path, n=20, test=4, val=0)
     runner = CliRunner()
@@ -122,12 +192,24 @@ def test_verify_catches_corrupt_and_truncated_shards(tmp_path):
     (["--n", "5", "--size", "513"], "size must be in 32..512"),
     (["--n", "5", "--workers", "many"], "--workers"),
     (["--n", "5", "--resume", "--force"], "not both"),
+    (["--n", "5", "--seed", str(2**64)], "seed must be in 0..18446744073709551615 (2**64 - 1)"),
+    (["--n", "5", "--seed", str(2**70)], "seed must be in 0..18446744073709551615 (2**64 - 1)"),
+    (["--n", "5", "--seed", "-1"], "seed must be in 0..18446744073709551615"),
 ])
 def test_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     res = CliRunner().invoke(main, ["make", "--out", str(tmp_path / "o"), "--quiet", *args])
     assert res.exit_code != 0
     assert message in res.output and "Traceback" not in res.output
     assert len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()  # refused before any file (run.json, a .tmp shard)
+
+
+def test_the_largest_seed_an_hdf5_attribute_holds_is_made(tmp_path):
+    root = _make(tmp_path, n=5, val=0, test=0, seed=2**64 - 1)
+    assert shards.verify(root) == [] and shards.read_manifest(root)["seed"] == 2**64 - 1
+    with pytest.raises(GeogenError, match="seed must be in"):
+        _make(tmp_path, "o", n=5, seed=2**64)
+    assert not (tmp_path / "o").exists()
 
 
 def test_folder_with_data_and_unwritable_folder_are_refused(tmp_path):
@@ -142,7 +224,7 @@ def test_folder_with_data_and_unwritable_folder_are_refused(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     res = CliRunner().invoke(main, ["make", "--n", "5", "--out", str(blocker / "sub"), "--quiet"])
-    assert res.exit_code != 0 and "cannot write" in res.output
+    assert res.exit_code != 0 and "which is a file, not a folder" in res.output
     res = CliRunner().invoke(main, ["info", str(tmp_path / "missing")])
     assert res.exit_code != 0 and "no manifest.json" in res.output
 

@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 
+import h5py
 import pytest
 from click.testing import CliRunner
 
@@ -85,6 +86,40 @@ def test_a_changed_shard_or_other_settings_are_refused_at_the_merge(tmp_path):
     assert not (out / "manifest.json").exists()
     res = _geogen("make", *ARGS[:-1], "--seed", "1", "--quiet", "--out", out, "--part", "1/2")
     assert res.exit_code == 1 and "other settings" in res.output
+
+
+def _edit_label(path):
+    with h5py.File(path, "r+") as f:   # a readable shard of the same samples, one value changed
+        f["label"][0] = (f["label"][0] + 1) % 4
+
+
+def _other_seeds_shard(path):
+    other = path.parents[2] / "seed1"
+    _geogen("make", *ARGS, "--seed", "1", "--out", other)
+    path.write_bytes((other / path.relative_to(path.parents[1])).read_bytes())
+
+
+def _appended(path):
+    path.write_bytes(path.read_bytes() + b"\0")
+
+
+@pytest.mark.parametrize("change", [_edit_label, _other_seeds_shard, _appended])
+def test_a_part_made_again_after_its_shard_changed_merges_to_the_one_part_run(tmp_path, change):
+    """The merge's advice followed: the part made again remakes the changed shard (it is not
+    judged whole by its index range), so the merge gives the one-part run's bytes."""
+    one, split = tmp_path / "one", tmp_path / "split"
+    assert _geogen("make", *ARGS, "--out", one).exit_code == 0
+    for i in (1, 2):
+        assert _geogen("make", *ARGS, "--out", split, "--part", f"{i}/2").exit_code == 0
+    change(split / "train" / "shard-00000.h5")  # part 1's
+    res = _geogen("merge", split)
+    assert res.exit_code == 1 and "changed since its part finished" in res.output, res.output
+    assert "make that part again" in res.output
+    assert _geogen("make", *ARGS, "--out", split, "--part", "1/2").exit_code == 0
+    res = _geogen("merge", split)
+    assert res.exit_code == 0, res.output
+    assert _files(split) == _files(one)
+    assert _geogen("verify", split).exit_code == 0
 
 
 @pytest.mark.parametrize("spec", ["0/2", "3/2", "x", "1/0", "1/2/3", "-1/2"])

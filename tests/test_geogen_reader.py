@@ -30,7 +30,10 @@ def _handmade(root, rows=ROWS):
                                   T, SIZE, {"split": "train", "first_index": start})
         entries.append({"file": name, "first_index": start, "count": count, "sha256": sha})
         start += count
-    manifest = {"size": SIZE, "frames": T, "counts": {"train": n, "val": 0, "test": 0},
+    # `label` numbers the rows, so the folder names a class per row.
+    manifest = {"variant": "geo", "size": SIZE, "frames": T,
+                "counts": {"train": n, "val": 0, "test": 0},
+                "classes": [f"row {i}" for i in range(n)],
                 "fields": list(FIELDS), "shards": {"train": entries, "val": [], "test": []}}
     shards.write_json_atomic(root / "manifest.json", manifest)
     return root, data

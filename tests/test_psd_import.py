@@ -186,3 +186,42 @@ def test_import_psd_command(tmp_path):
         res = CliRunner().invoke(main, args)
         assert res.exit_code != 0 and message in res.output, res.output
         assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_a_flow_with_nan_is_refused_before_anything_is_written(tmp_path):
+    """--no-masks reads the flow unchecked by any mask: a NaN in it is one line, no folder."""
+    from click.testing import CliRunner
+
+    from geogen.cli import main
+
+    src = tmp_path / "psd"
+    src.mkdir()
+    _folder(src)
+    flow = np.load(src / "2_f.npy")
+    flow[:] = np.nan
+    np.save(src / "2_f.npy", flow)
+    for masks in ([], ["--no-masks"]):
+        out = tmp_path / f"out{len(masks)}"
+        res = CliRunner().invoke(main, ["import-psd", str(src), "--out", str(out), *masks])
+        assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1, res.output
+        assert "2_f.npy holds NaN or inf" in res.output
+        assert not out.exists()
+
+
+def test_an_import_without_masks_verifies_and_reads_its_absent_fields(tmp_path):
+    """The absent fields hold schema.ABSENT's values (pose NaN, label -1), which verify and
+    the reader accept there, and only there."""
+    from geogen.dataset import read_split
+
+    src = tmp_path / "psd"
+    src.mkdir()
+    _folder(src)
+    root, _ = psd_import.write_psd_shards(src, tmp_path / "out", masks=False)
+    assert shards.verify(root) == []
+    got = read_split(root, "test", ("flow", "pose", "label"))
+    assert np.isnan(got["pose"]).all() and (got["label"] == -1).all()
+    with h5py.File(root / "test" / "shard-00000.h5", "r+") as f:
+        f["label"][1] = 2   # a label where the folder says there is none
+    problems = shards.verify(root, checksums=False)
+    assert any("field 'label' is absent from this folder, so all -1, but holds 2 at sample 1"
+               in p for p in problems), problems
