@@ -18,6 +18,7 @@ from benchmark.errors import BenchmarkError
 from benchmark.records import COMMITTED, LOCAL
 from benchmark.show import KINDS as SHOW_KINDS
 from geogen.errors import GeogenError
+from geogen.outpath import PathParam
 from geogen.schema import VARIANTS
 from geogen.stopping import exit_status, signals_raise
 
@@ -104,15 +105,15 @@ def _run_options(fn):
         click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True),
         _profile_option(),
         click.option("--seeds", default="0", show_default=True, help="e.g. 0,1,2 for mean +- std"),
-        click.option("--data", type=click.Path(path_type=Path), default=None,
+        click.option("--data", type=PathParam(path_type=Path), default=None,
                      help="dataset folder to use as it is (default: the profile's folder "
                           "under data/, made if missing)"),
         click.option("--make-data", is_flag=True,
                      help="make the profile's data in --data when that folder does not exist"),
-        click.option("--results", type=click.Path(path_type=Path), default=LOCAL,
+        click.option("--results", type=PathParam(path_type=Path), default=LOCAL,
                      show_default=True, help=f"record tree to write ({COMMITTED} holds the "
                                              f"committed records)"),
-        click.option("--runs", type=click.Path(path_type=Path), default=Path("runs/flowbench"),
+        click.option("--runs", type=PathParam(path_type=Path), default=Path("runs/flowbench"),
                      show_default=True, help="training run folders (resumable)"),
         click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
                      show_default=True),
@@ -130,7 +131,7 @@ def _run_options(fn):
                      help="slurm: CPU cores per job"),
         click.option("--time-limit", type=int, default=60, show_default=True,
                      help="slurm: minutes per job"),
-        click.option("--log-folder", type=click.Path(path_type=Path),
+        click.option("--log-folder", type=PathParam(path_type=Path),
                      default=Path("runs/slurm"), show_default=True,
                      help="slurm: submitit's folder (each job's output and error)"),
     ]):
@@ -165,7 +166,7 @@ def _example(*commands: str) -> str:
     "flowbench run psd --checkpoint checkpoints/psd_geo_quick.pt"))
 @click.argument("method")
 @_run_options
-@click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
+@click.option("--checkpoint", type=PathParam(path_type=Path), default=None,
               help="evaluate this checkpoint instead of training (makes only the test pairs "
                    "and k-means pairs it reads when the data is missing)")
 @click.option("--test-limit", type=click.IntRange(min=1), default=None,
@@ -229,15 +230,15 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
                                         "flowbench table --format csv -o tables.csv"))
 @click.option("--format", "fmt", type=click.Choice(["md", "latex", "csv"]), default="md",
               show_default=True)
-@click.option("--results", type=click.Path(path_type=Path), multiple=True,
+@click.option("--results", type=PathParam(path_type=Path), multiple=True,
               help=f"record trees to read, later ones shadowing earlier ones' runs; your "
                    f"own runs (any tree but {COMMITTED}) get rows of their own, marked local "
                    f"(default: {COMMITTED} then {LOCAL}; with --readme {COMMITTED} alone)")
 @_profile_option(default=None, help_extra=". Default: each cell shows the highest-ranked "
                                           "profile that has records")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+@click.option("-o", "--output", type=PathParam(path_type=Path), default=None,
               help="write to this file instead of standard output")
-@click.option("--readme", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+@click.option("--readme", type=PathParam(path_type=Path, exists=True, dir_okay=False),
               default=None, help="write the markdown tables between the tables:begin and "
                                  "tables:end markers of this file (README.md)")
 @_friendly
@@ -270,13 +271,13 @@ def table_cmd(fmt, results, profile, output, readme):
     "flowbench show checkpoints/flowcaps_geo_quick.pt -o fig.jpg --pairs 2",
     "flowbench show results/records/articulated/flowcaps/quick/seed0.json -o parts.png "
     "--kind parts"))
-@click.argument("source", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+@click.argument("source", type=PathParam(path_type=Path))
+@click.option("-o", "--output", type=PathParam(path_type=Path), required=True,
               help="the figure; its extension gives the type (.png, .jpg, ...)")
 @click.option("--method", default="flowcaps", show_default=True, help="for a checkpoint SOURCE")
 @click.option("--dataset", type=click.Choice(VARIANTS), default="geo", show_default=True,
               help="for a checkpoint SOURCE")
-@click.option("--data", type=click.Path(path_type=Path), default=None,
+@click.option("--data", type=PathParam(path_type=Path), default=None,
               help="dataset folder (default: the record's, the profile's, or a few test pairs "
                    "made under runs/show-data)")
 @click.option("--pairs", type=click.IntRange(1, 16), default=4, show_default=True,
@@ -299,8 +300,8 @@ def show_cmd(source, output, method, dataset, data, pairs, start, kind):
 
 @main.command("publish", epilog=_example(
     "flowbench publish runs/records/geo/flowcaps/quick/seed0.json --as checkpoints/mine.pt"))
-@click.argument("record", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--as", "dest", type=click.Path(path_type=Path), required=True,
+@click.argument("record", type=PathParam(path_type=Path, exists=True, dir_okay=False))
+@click.option("--as", "dest", type=PathParam(path_type=Path), required=True,
               help="checkpoints/<name>.pt: where the record's checkpoint goes")
 @click.option("--force", is_flag=True, help="replace another checkpoint at that path")
 @_friendly
@@ -324,7 +325,7 @@ def publish_cmd(record, dest, force):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="a setting changed from the profile, for the methods whose bench takes "
                    "settings (FlowCapsules: as `flowcaps train --set`)")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=PathParam(path_type=Path), default=None,
               help="record to write [default: results/bench/<cpu>.json, e.g. intel-xeon]")
 @_friendly
 def bench_cmd(methods, profile, steps, sets, out):

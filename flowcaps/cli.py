@@ -8,6 +8,7 @@ import sys
 import click
 
 from flowcaps import checkpoint, launch
+from geogen.outpath import PathParam
 from geogen.stopping import INTERRUPTED
 from trainloop import ddp
 from trainloop.rendezvous import Rendezvous
@@ -80,11 +81,11 @@ def main() -> None:
 
 @main.command(epilog="\b\nExample:\n  flowcaps train data/geo-quick --profile quick "
                      "--out runs/mine --pairs 100000")
-@click.argument("data", type=click.Path())
+@click.argument("data", type=PathParam())
 @click.option("--profile", type=click.Choice(list(PROFILES)), default=None,
               help="named settings to start from, with DATA's variant's changes (as flowbench "
                    "trains them) [default: quick]; not with --config")
-@click.option("--out", default=None,
+@click.option("--out", type=PathParam(), default=None,
               help="run folder (checkpoint, log.csv, model.pt) [default: the profile's, "
                    "runs/flowcaps-PROFILE; with --config, the file's out]")
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default=None,
@@ -100,14 +101,14 @@ def main() -> None:
                    "saves its checkpoint and stops with an error (no model)")
 @click.option("--max-pairs", type=int, default=None, help="use only the first N training pairs")
 @click.option("--seed", type=int, default=None)
-@click.option("--mix-data", type=click.Path(), default=None,
+@click.option("--mix-data", type=PathParam(), default=None,
               help="a second dataset whose training pairs join DATA's (geo+ data's recipe needs "
                    "a geo dataset here)")
-@click.option("--init", type=click.Path(), default=None,
+@click.option("--init", type=PathParam(), default=None,
               help="start from this checkpoint's weights (a fine-tune; optimizer and schedules afresh)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="any TrainConfig field, or model.FIELD for the model (repeatable)")
-@click.option("--config", "config_file", type=click.Path(), default=None,
+@click.option("--config", "config_file", type=PathParam(), default=None,
               help="a TrainConfig JSON file to start from, instead of a --profile")
 @click.option("--force", is_flag=True,
               help="train afresh: remove the run's files in --out (its checkpoint, log and "
@@ -174,7 +175,7 @@ def _trained(path) -> str:
 
 
 @main.command(epilog="\b\nExample:\n  flowcaps info checkpoints/flowcaps_geo_quick.pt")
-@click.argument("ckpt", type=click.Path())
+@click.argument("ckpt", type=PathParam())
 def info(ckpt) -> None:
     """Print a checkpoint's config and training record."""
     try:

@@ -224,6 +224,7 @@ def _check_run_limits(cfg: TrainConfig) -> None:
     """The run's budget, data, processes, bookkeeping, loss weights, clip: each must be possible."""
     checks = [(cfg.max_minutes is None or cfg.max_minutes > 0,
                f"max_minutes must be > 0 (or null for none), got {cfg.max_minutes}"),
+              (bool(cfg.out.strip()), "out (the run folder) is empty; name a folder"),
               (cfg.pairs is None or cfg.pairs >= 1,
                f"pairs must be >= 1 (or null for epochs), got {cfg.pairs}"),
               (cfg.max_pairs is None or cfg.max_pairs >= 1,

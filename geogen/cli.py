@@ -12,6 +12,7 @@ import numpy as np
 
 from geogen import schema, shards
 from geogen.errors import GeogenError
+from geogen.outpath import PathParam
 from geogen.scene import MOTIONS
 from geogen.stopping import exit_status, signals_stop
 from geogen.variants import REGISTRY as VARIANTS
@@ -82,7 +83,7 @@ def main():
 @click.option("--size", type=int, default=64, show_default=True, help="image side, 32..512")
 @click.option("--frames", type=int, default=2, show_default=True, help="frames per clip")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", default=None,
+@click.option("--out", type=PathParam(), default=None,
               help="output folder [data/geo for geo, data/geoplus for geo+]")
 @click.option("--workers", default="auto", show_default=True,
               help="processes (>= 1), or 'auto' for one per core")
@@ -148,7 +149,7 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
 
 
 @main.command(epilog="\b\nExample:\n  geogen merge data/geo-big")
-@click.argument("out", type=click.Path(file_okay=False))
+@click.argument("out", type=PathParam(file_okay=False))
 @_friendly
 def merge(out):
     """Write OUT's manifest once every part of `geogen make --part I/N` is made; the result is
@@ -162,8 +163,8 @@ def merge(out):
 
 @main.command("import-psd",
               epilog="\b\nExample:\n  geogen import-psd psd_pairs/ --out data/psd-test")
-@click.argument("src", type=click.Path())
-@click.option("--out", "out", required=True, help="output folder (missing or empty)")
+@click.argument("src", type=PathParam())
+@click.option("--out", "out", type=PathParam(), required=True, help="output folder (missing or empty)")
 @click.option("--split", default="test", show_default=True, help="split that gets every sample")
 @click.option("--no-masks", is_flag=True, help="store frames and flow only")
 @click.option("--shard-size", type=int, default=10000, show_default=True)
@@ -180,7 +181,7 @@ def import_psd(src, out, split, no_masks, shard_size):
 
 
 @main.command(epilog="\b\nExample:\n  geogen info data/geo-quick")
-@click.argument("root", type=click.Path(file_okay=False))
+@click.argument("root", type=PathParam(file_okay=False))
 @_friendly
 def info(root):
     """Counts, class balance, schema and sizes on disk of a generated folder."""
@@ -222,7 +223,7 @@ def _field_bytes(parts) -> dict[str, int]:
 
 
 @main.command(epilog="\b\nExample:\n  geogen verify data/geo-quick")
-@click.argument("root", type=click.Path(file_okay=False))
+@click.argument("root", type=PathParam(file_okay=False))
 @click.option("--no-checksums", is_flag=True,
               help="skip the sha256 of each shard (against the manifest and its sidecar)")
 @_friendly
@@ -240,10 +241,10 @@ def verify(root, no_checksums):
 
 
 @main.command(epilog="\b\nExample:\n  geogen show data/geo-quick --index 0-7 -o sheet.png")
-@click.argument("root", type=click.Path(file_okay=False))
+@click.argument("root", type=PathParam(file_okay=False))
 @click.option("--split", default="test", show_default=True)
 @click.option("--index", "index", default="0-7", show_default=True, help="e.g. 0-7 or 0,3,5")
-@click.option("-o", "--out", "out", default="sheet.png", show_default=True,
+@click.option("-o", "--out", "out", type=PathParam(), default="sheet.png", show_default=True,
               help="the image; its extension gives the type (.png, .jpg, ...)")
 @_friendly
 def show(root, split, index, out):

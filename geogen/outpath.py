@@ -14,6 +14,8 @@ import errno
 import os
 from pathlib import Path
 
+import click
+
 from geogen.errors import GeogenError
 
 PROBE = ".write-check"  # the empty file created (and removed at once) in the nearest folder
@@ -104,3 +106,13 @@ def _create(probe: Path) -> None:
     """Create and remove an empty file: what any writer under that folder needs first."""
     os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     probe.unlink()
+
+
+class PathParam(click.Path):
+    """click's path parameter that refuses an empty string (`--out "$UNSET"`), which would
+    otherwise become the working directory: every path option of the three commands uses it."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty (an unset shell variable?); name a path", param, ctx)
+        return super().convert(value, param, ctx)

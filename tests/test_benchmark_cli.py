@@ -214,7 +214,7 @@ def test_flowcaps_train_help_gives_its_defaults_and_lists_profiles_in_flowbenchs
 
     from flowcaps.cli import main as flowcaps_main
     text = " ".join(CliRunner().invoke(flowcaps_main, ["train", "--help"]).output.split())
-    assert "--out TEXT run folder (checkpoint, log.csv, model.pt) [default: the profile's, " \
+    assert "--out PATH run folder (checkpoint, log.csv, model.pt) [default: the profile's, " \
            "runs/flowcaps- PROFILE; with --config, the file's out]" in text
     assert "--device [cpu|cuda|auto] [default: auto: cuda when torch sees a GPU, else cpu]" in text
     listed = re.search(r"--profile \[([a-z|]+)\]", text).group(1).split("|")

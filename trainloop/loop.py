@@ -73,6 +73,8 @@ class LoopConfig:
     patience: int | None = None  # None: validate (and keep the best weights) but never stop
 
     def validate(self) -> None:
+        if not str(self.out).strip():  # an unset variable: it would write into the working folder
+            raise LoopError("the run folder (out) is empty; name a folder")
         if self.rows is None and self.steps is None and self.epochs is None:
             raise LoopError("a run needs a budget: rows (pairs), steps or epochs; minutes are "
                             "only a guard")
