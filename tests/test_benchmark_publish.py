@@ -135,7 +135,8 @@ def test_show_draws_a_committed_record_on_a_fresh_clone(in_repo, tmp_path, monke
     # its data folder is not here (or holds other data): the first test pairs are made again
     monkeypatch.setattr(datasets, "SHOW_DATA", tmp_path / "show-data")
     out = tmp_path / "fig.png"
-    res = CliRunner().invoke(main, ["show", "results/records/geo-4x4/flowcaps/quick/seed0.json",
+    moved = "experiments/2026-12-07-superseded-records/records/geo-4x4/flowcaps/quick/seed0.json"
+    res = CliRunner().invoke(main, ["show", moved,
                                     "-o", str(out), "--pairs", "1"])
     assert res.exit_code == 0, res.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -145,7 +146,7 @@ def test_show_draws_a_committed_record_on_a_fresh_clone(in_repo, tmp_path, monke
 
 
 def test_show_names_a_checkpoint_that_is_not_in_the_repository(in_repo, tmp_path):
-    path = "results/records/geo/flowcaps/quick/seed0.json"
+    path = "results/records/geo/psd/quick/seed1.json"
     missing = records.read_record(Path(path))["checkpoint"]
     assert missing.startswith("runs/")  # a run folder this record's machine did not commit
     res = CliRunner().invoke(main, ["show", path, "-o", str(tmp_path / "f.png")])
