@@ -28,9 +28,6 @@ from benchmark.profiles import DATA_SEED, get_profile
 TRAIN_FEATURES = 10000  # train pairs embedded to fit k-means (all of them when fewer)
 SMALL = 5000  # pairs: a set this small is made in this process (starting workers costs more)
 SHOW_DATA = Path("runs") / "show-data"
-# Records that do not note their data's subsample count were made with 4, the generator's only
-# default until the 5 x 5 count.
-LEGACY_SUPERSAMPLE = 4
 
 
 def current_supersample() -> int:

@@ -80,12 +80,10 @@ class Assignment:
 
     @classmethod
     def of(cls, metrics: dict, source: str, slots: tuple[str, ...] = SLOTS) -> Assignment:
-        """From a record's or SegmentationScore's metrics; records scored under rule 1 took the
-        visible IoU at the amodal assignment."""
+        """From a record's or SegmentationScore's metrics."""
         try:
             amodal = tuple(int(metrics["assignment"][n]) for n in slots)
-            vis = metrics.get("visible_assignment")
-            visible = amodal if vis is None else tuple(int(vis[n]) for n in slots)
+            visible = tuple(int(metrics["visible_assignment"][n]) for n in slots)
         except KeyError as err:
             raise BenchmarkError(f"the assignment names no slot {err}: it was scored on other "
                                  f"data than these slots ({', '.join(slots)})") from None

@@ -9,10 +9,10 @@ tables select by the fields inside a record, never by its place in the tree.
 Files are written to a temporary name and renamed, so a half-written record never looks
 complete. Records of an older `record_version` are reported, never read silently. Fields added
 since version 1 without a bump (each read with the default that every earlier record had):
-`partial` (False), `uses_ground_truth` ([]), `amodal` (True), `checkpoint_sha256` (None); and
-inside `metrics`, `segmentation_rule` (1: the rule its segmentation numbers were scored under,
-benchmark.metrics.SEGMENTATION_RULE; the tables read the visible numbers of current-rule
-records only).
+`partial` (False), `uses_ground_truth` ([]), `amodal` (True), `checkpoint_sha256` (None). The
+tables read only records whose `metrics.segmentation_rule` is benchmark.metrics'
+SEGMENTATION_RULE (absent: 1, the rule before it) and whose data geogen would make now (its
+edge subsample count, `data.supersample`); `load_records` names the others.
 """
 from __future__ import annotations
 
@@ -28,7 +28,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmark.datasets import current_supersample
 from benchmark.errors import BenchmarkError
+from benchmark.metrics import SEGMENTATION_RULE
 from benchmark.profiles import dataset_folder
 from benchmark.registry import Axes
 
@@ -290,7 +292,8 @@ def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[s
     """Every usable full record in the trees under `roots` and one message per file skipped.
 
     Each record gains `_path` (its file) and `_local` (True unless it is under COMMITTED).
-    Partial evaluations are skipped (and named). Where two roots of the same kind (committed,
+    Partial evaluations, records scored under an older segmentation rule and records of data
+    made with another edge subsample count (the former 4 x 4) are skipped (and named). Where two roots of the same kind (committed,
     or a user's) hold the same run (`identity`), the later root's record is used; a user's run
     never hides a committed one (the tables show the two apart). Roots that do not exist are
     passed over; BenchmarkError when one is a file, none exists or none holds a usable record.
@@ -321,6 +324,18 @@ def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[s
             if rec["partial"]:
                 problems.append(f"{path}: a partial evaluation ({rec['metrics'].get('n_test')} "
                                 f"test pairs), not a table record")
+                continue
+            rule = rec["metrics"].get("segmentation_rule", 1)
+            if rule != SEGMENTATION_RULE:
+                problems.append(f"{path}: scored under segmentation rule {rule} "
+                                f"(benchmark.metrics; the tables read rule {SEGMENTATION_RULE}); "
+                                f"`flowbench run` with its checkpoint scores it again")
+                continue
+            made = (rec.get("data") or {}).get("supersample")  # None: imported data
+            if made is not None and made != current_supersample():
+                problems.append(f"{path}: scored on data of {made} x {made} edge subsamples "
+                                f"(geogen makes {current_supersample()} x "
+                                f"{current_supersample()} now), not a table record")
                 continue
             by_run[(local, identity(rec))] = {**rec, "_path": str(path), "_local": local}
     records = list(by_run.values())

@@ -26,9 +26,7 @@ LEGEND = ("ours: mean ± std over seeds (profile, seeds), from the result record
           "(results/records; \"local\": your own runs in runs/records, in rows of their own, "
           "never averaged with the committed records); "
           "paper: Sabour et al., ICML 2021 (benchmark/data/paper.json); "
-          "- = no run yet; n/r = the paper reports no number; \"4x4 data\": runs on data made "
-          "with the generator's former 4 x 4 edge subsamples (geogen.schema), shown only where "
-          "no run on the current data fills the cell.")
+          "- = no run yet; n/r = the paper reports no number.")
 
 
 def render_markdown(tables: list[Table]) -> str:
@@ -86,7 +84,7 @@ def render_csv(tables: list[Table]) -> str:
                 ceiling = f"{c.ceiling:.6f}" if c.ceiling is not None else ""
                 paper = c.paper if c.paper is not None else ("" if c.paper_text in ("", "?")
                                                              else c.paper_text)
-                note = "; ".join(x for x in (c.na, "ceiling" if ceiling else "", c.data,
+                note = "; ".join(x for x in (c.na, "ceiling" if ceiling else "",
                                              "local" if c.local else "") if x)
                 w.writerow([t.title.split(":")[0], " / ".join(labels), col, mean, std, n,
                             c.profile or "", paper, per_image, ceiling, note,

@@ -49,9 +49,10 @@ def _record_data(rec: dict, need: int, echo) -> Path:
         except (GeogenError, OSError, ValueError):  # unreadable: as good as no folder here
             pass
     size = int((data.get("profile") or {}).get("size") or 0)
-    if not size:
-        raise BenchmarkError("the record does not say its image size; pass --data")
-    ss = data.get("supersample") or datasets.LEGACY_SUPERSAMPLE
+    ss = data.get("supersample")
+    if not size or not ss:
+        raise BenchmarkError("the record does not say its image size and subsample count; "
+                             "pass --data")
     return datasets.show_data(rec["dataset"], size, need, int(ss),
                               int(data.get("data_seed", DATA_SEED)), echo=echo)
 
@@ -90,7 +91,7 @@ def show(source: Path, output: Path, *, method_name: str, dataset: str, data: Pa
         method, checkpoint = get_method(rec["method"]), _checkpoint_of(source, rec)
         loaded = method.load(checkpoint)
         root = data or _record_data(rec, need, echo)
-        metrics = rec["metrics"] if (rec["metrics"] or {}).get("assignment") else None
+        metrics = rec["metrics"] if (rec["metrics"] or {}).get("visible_assignment") else None
     else:
         method, checkpoint = get_method(method_name), source
         loaded = method.load(checkpoint)

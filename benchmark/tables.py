@@ -4,19 +4,16 @@ What each table holds is benchmark.paper_tables (the paper's rows and methods) p
 (each method's `title`, `tables`, `amodal` and `uses_ground_truth`). Which records fill a cell:
 - Tables 1 and 2 use runs without ablation overrides (`variant` all None); Table 3 rows use
   FlowCapsules runs whose resolved `axes` match the row (paper_tables.AblationRow.matches).
-- Partial evaluations never reach here (records.load_records skips them).
+- Partial evaluations and records scored under an older segmentation rule never reach here
+  (records.load_records skips them).
 - A cell shows the profile of highest rank (benchmark.profiles) that has runs, as mean +-
-  sample std over seeds, with the profile and seed count. Runs on data made with the
-  generator's current settings come first; a cell that only older data fills says which
-  (e.g. "4x4 data": the edge subsamples, see geogen.schema). A cell filled from a user's own
+  sample std over seeds, with the profile and seed count. A cell filled from a user's own
   records (runs/records) says "local"; beside committed records those fill rows of their own
   ("Geo (local)"), never the committed mean (build_tables).
 - Table 1 comes in two parts, both with the fixed capsule-to-slot assignment
   (benchmark.metrics): 1a amodal IoU, where a method with visible-only masks shows the
   ceiling (the ground-truth visible masks scored against the amodal truth, read from the
-  records of the dataset) and never a score; 1b visible IoU for every method, from records
-  scored under the current segmentation rule only (metrics.SEGMENTATION_RULE; older ones are
-  named in a note, with the command that re-scores those whose checkpoint is committed).
+  records of the dataset) and never a score; 1b visible IoU for every method.
   The paper's cells stand beside the measure they report (paper_tables.TABLE1_PAPER_VISIBLE).
   The csv adds the per-image assignment's number and the ceiling as columns of their own.
 - Table 3 reports amodal IoU with the fixed assignment; Table 2 the k-means test accuracies
@@ -30,15 +27,13 @@ from typing import Any, Callable
 import numpy as np
 
 from benchmark import paper_tables as spec
-from benchmark.datasets import LEGACY_SUPERSAMPLE, current_supersample
-from benchmark.metrics import SEGMENTATION_RULE
 from benchmark.paper import paper_cell
 from benchmark.paper import paper_text as text_numbers
 from benchmark.profiles import by_rank
 
 NOT_PUBLIC = "not public"
 NO_CEILING = "ceiling: -"  # a visible-only method's Table 1a cell where no record has one
-AMODAL_MARK, GT_MARK, RULE_MARK, PER_IMAGE_MARK = "†", "‡", "§", "¶"
+AMODAL_MARK, GT_MARK, PER_IMAGE_MARK = "†", "‡", "¶"
 
 
 @dataclass(frozen=True)
@@ -50,10 +45,8 @@ class Cell:
     paper: float | None = None
     paper_text: str = ""  # the number, "n/r" (none reported), "?" (not transcribed), "" (absent)
     na: str = ""  # why our side cannot hold a number (dataset not public, row not run there)
-    data: str = ""  # which older data the runs used, "" for the current data
     local: bool = False  # filled from a user's own records rather than the committed ones
     sources: tuple[str, ...] = ()  # the record files
-    mark: str = ""  # a footnote mark after our number
     per_image: tuple[float, ...] = ()  # the same runs under per-image assignment (csv only)
     ceiling: float | None = None  # shown instead of a score (a visible-only method, Table 1a)
 
@@ -65,12 +58,11 @@ class Cell:
         if not self.values:
             return "-"
         mean = float(np.mean(self.values))
-        where = ", ".join([self.profile or ""] + ([self.data] if self.data else [])
-                          + (["local"] if self.local else []))
+        where = ", ".join([self.profile or ""] + (["local"] if self.local else []))
         if len(self.values) == 1:
-            return f"{mean:.3f}{self.mark} ({where})"
+            return f"{mean:.3f} ({where})"
         std = float(np.std(self.values, ddof=1))
-        return f"{mean:.3f} ± {std:.3f}{self.mark} ({where}, {len(self.values)} seeds)"
+        return f"{mean:.3f} ± {std:.3f} ({where}, {len(self.values)} seeds)"
 
     def theirs(self) -> str:
         return self.paper_text
@@ -97,10 +89,6 @@ def _paper(table: int, dataset: str, method: str, row: str, in_paper: bool) -> d
     return {"paper": cell.value, "paper_text": f"{cell.value:.2f}"}
 
 
-def _supersample(r: dict) -> int:
-    return int((r.get("data") or {}).get("supersample") or LEGACY_SUPERSAMPLE)
-
-
 def _values(runs: list[dict], value: Callable[[dict], float | None] | None) -> tuple[float, ...]:
     if value is None:
         return ()
@@ -118,18 +106,15 @@ def _values(runs: list[dict], value: Callable[[dict], float | None] | None) -> t
 def _select(records: list[dict], method: str, dataset: str, keep: Callable[[dict], bool],
             value: Callable[[dict], float | None], profile: str | None,
             per_image: Callable[[dict], float | None] | None = None, **paper) -> Cell:
-    """The cell for records of a method and dataset that pass `keep`: runs on the current data
-    if there are any, then the best profile (or only `profile`)."""
+    """The cell for records of a method and dataset that pass `keep`: the best profile's runs
+    (or only `profile`'s)."""
     chosen = [r for r in records if r["method"] == method and r["dataset"] == dataset
               and keep(r) and (profile is None or r["profile"] == profile)]
-    current = [r for r in chosen if _supersample(r) == current_supersample()]
     for name in by_rank():
-        runs = [r for r in current or chosen if r["profile"] == name]
+        runs = [r for r in chosen if r["profile"] == name]
         if not runs:
             continue
-        older = sorted({_supersample(r) for r in runs} - {current_supersample()})
         return Cell(values=_values(runs, value), per_image=_values(runs, per_image), profile=name,
-                    data=" and ".join(f"{s}x{s}" for s in older) + " data" if older else "",
                     local=any(r.get("_local") for r in runs),
                     sources=tuple(r.get("_path", "") for r in runs), **paper)
     return Cell(**paper)
@@ -161,15 +146,10 @@ def _visible_only(method) -> bool:
     return method is not None and not method.amodal
 
 
-def _scored_now(r: dict) -> bool:
-    """Whether a record's segmentation numbers follow the current rule (benchmark.metrics)."""
-    return (r.get("metrics") or {}).get("segmentation_rule", 1) == SEGMENTATION_RULE
-
-
 @dataclass(frozen=True)
 class Ceiling:
-    """The ceiling of a dataset's test pairs, as the records scored under the current rule
-    computed it (every full record of a dataset scores the same test pairs)."""
+    """The ceiling of a dataset's test pairs, as its records computed it (every full record of
+    a dataset scores the same test pairs)."""
 
     values: dict[str, float | None]  # per part and "all"
     n_test: int
@@ -182,14 +162,13 @@ def _scores(met: dict, groups: bool) -> dict:
 
 
 def _ceiling(records: list[dict], dataset: str, groups: bool = False) -> Ceiling | None:
-    """The ceiling of the dataset from its records: the current data first, then the most test
-    pairs; None when no record scored under the current rule has one."""
-    have = [r for r in records if r["dataset"] == dataset and _scored_now(r)
+    """The ceiling of the dataset from the record with the most test pairs; None when no record
+    has one."""
+    have = [r for r in records if r["dataset"] == dataset
             and _scores(r["metrics"], groups).get("ceiling")]
-    pool = [r for r in have if _supersample(r) == current_supersample()] or have
-    if not pool:
+    if not have:
         return None
-    r = min(pool, key=lambda r: (-int(r["metrics"].get("n_test") or 0), r.get("_path", "")))
+    r = min(have, key=lambda r: (-int(r["metrics"].get("n_test") or 0), r.get("_path", "")))
     return Ceiling(_scores(r["metrics"], groups)["ceiling"], int(r["metrics"].get("n_test") or 0),
                    r.get("_path", ""))
 
@@ -312,9 +291,6 @@ def _stand_in_rows(t: Table, records: list[dict], cols: list[tuple[str, str]], m
     if not any(r["dataset"] == ds for r in records):
         return
     ceil = None if visible else _ceiling(records, ds, groups=True)
-
-    def keep(r: dict) -> bool:
-        return _no_overrides(r) and (not visible or _scored_now(r))
     for part in spec.EXERCISE_PARTS:
         cells = []
         for name, _ in cols:
@@ -323,7 +299,7 @@ def _stand_in_rows(t: Table, records: list[dict], cols: list[tuple[str, str]], m
                              if ceil else Cell(na="ceiling: -"))
                 continue
             shown = _visible_key(methods.get(name)) if visible else key
-            c = _select(records, name, ds, keep, _part(shown, part, groups=True), profile,
+            c = _select(records, name, ds, _no_overrides, _part(shown, part, groups=True), profile,
                         per_image=_part(f"{key}_per_image", part, groups=True))
             cells.append(c)
             if c.profile is None:
@@ -341,21 +317,8 @@ def _stand_in_rows(t: Table, records: list[dict], cols: list[tuple[str, str]], m
                    f"(groups.parts_union, docs/benchmark.md).")
 
 
-def _fill_cmds(older: list[dict], method: str, dataset: str, profile: str | None) -> list[str]:
-    """What fills an empty Table 1b cell: re-scoring the committed checkpoints of the records
-    the cell would show (current data, best profile), or else a run."""
-    mine = [r for r in older if r["method"] == method and r["dataset"] == dataset]
-    mine = [r for r in mine if _supersample(r) == current_supersample()] or mine
-    for name in by_rank():
-        kept = [r for r in mine if r["profile"] == name and r.get("checkpoint_sha256")]
-        if kept:
-            return [f"flowbench run {method} --dataset {dataset} --profile {name} --seeds "
-                    f"{r['seed']} --checkpoint {r['checkpoint']}" for r in kept]
-    return [_run_cmd(method, dataset, profile)]
-
-
 def table1_visible(records: list[dict], methods: dict, profile: str | None = None) -> Table:
-    """Table 1b: visible IoU of every method, from records scored under the current rule."""
+    """Table 1b: visible IoU of every method."""
     cols = _methods_of(spec.TABLE1, methods)
     headers, seeing, per_image = [], [], []
     for name, label in cols:
@@ -369,64 +332,35 @@ def table1_visible(records: list[dict], methods: dict, profile: str | None = Non
             per_image.append(label)
     notes = _gt_note(seeing) + _per_image_note(per_image)
     t = Table(spec.TABLE1_VISIBLE_TITLE, ["dataset", "shape"], headers, notes=notes)
-    older = [r for r in records if _no_overrides(r) and not _scored_now(r)
-             and r["method"] in dict(cols) and r["dataset"] in spec.DATASETS
-             and (profile is None or r["profile"] == profile)]
-
-    def now(r: dict) -> bool:
-        return _no_overrides(r) and _scored_now(r)
     for ds in spec.DATASETS:
         for part in spec.PARTS:
             cells = []
             for name, _ in cols:
                 paper = _paper(1, ds, name, part, name in spec.TABLE1_PAPER_VISIBLE
                                and name in spec.TABLE1.paper_methods)
-                c = _select(records, name, ds, now, _part(_visible_key(methods.get(name)), part),
-                            profile, per_image=_part("visible_iou_per_image", part), **paper)
+                c = _select(records, name, ds, _no_overrides,
+                            _part(_visible_key(methods.get(name)), part), profile,
+                            per_image=_part("visible_iou_per_image", part), **paper)
                 cells.append(c)
                 if c.profile is None:
-                    t.missing.update(_fill_cmds(older, name, ds, profile))
+                    t.missing.add(_run_cmd(name, ds, profile))
             t.rows.append(([spec.DATASET_TITLES[ds], part], cells))
     _exercise_rows(t, cols, visible=True)
     _stand_in_rows(t, records, cols, methods, profile, visible=True)
-    if older:
-        groups: dict[tuple[str, str, str, int], list[int]] = {}
-        for r in older:
-            key = (r["method"], r["dataset"], r["profile"], _supersample(r))
-            groups.setdefault(key, []).append(r["seed"])
-        titles = dict(cols)
-        t.notes.append("Scored under the former segmentation rule and left out of this table "
-                       "(results/README.md): " + "; ".join(
-                           f"{titles[m]} on {spec.DATASET_TITLES[ds]} ({p}"
-                           f"{'' if ss == current_supersample() else f', {ss}x{ss} data'}, "
-                           f"seed{'s' if len(seeds) > 1 else ''} "
-                           f"{', '.join(map(str, sorted(seeds)))})"
-                           for (m, ds, p, ss), seeds in sorted(groups.items())) + ".")
     t.notes.append("The paper's FlowCapsules cells are in Table 1a (its amodal masks).")
     return t
-
-
-def _older_rule(cell: Cell, records: list[dict]) -> bool:
-    """Whether a record behind the cell labelled its clusters before the majority rule
-    (benchmark.clustering: its N = 4 clusters by a one-to-one map)."""
-    return any(r.get("_path") in cell.sources and r["metrics"].get("kmeans_rule") != "majority"
-               for r in records)
 
 
 def table2(records: list[dict], methods: dict, profile: str | None = None) -> Table:
     columns = [(ds, n) for ds in spec.DATASETS for n in spec.CLUSTERS]
     t = Table(spec.TABLE2.title, ["method"],
               [f"{spec.DATASET_TITLES[ds]} N={n}" for ds, n in columns])
-    older = False
     for name, label in _methods_of(spec.TABLE2, methods):
         cells = []
         for ds, n in columns:
             paper = _paper(2, ds, name, f"N={n}", name in spec.TABLE2.paper_methods)
             c = _select(records, name, ds, _no_overrides, lambda met, n=n: met[f"kmeans_{n}"],
                         profile, **paper)
-            if n == 4 and c.values and _older_rule(c, records):
-                c = replace(c, mark=RULE_MARK)
-                older = True
             cells.append(c)
             if c.profile is None:
                 t.missing.add(_run_cmd(name, ds, profile))
@@ -434,10 +368,6 @@ def table2(records: list[dict], methods: dict, profile: str | None = None) -> Ta
     t.notes.append(f"{spec.PAPER_TITLES['flowscae']}: the paper's FlowCapsules row, made with its "
                    f"FlowSCAE protocol (SCAE's object capsules trained on FlowCapsules' part "
                    f"poses). Rows not in the paper have no paper number.")
-    if older:
-        t.notes.append(f"{RULE_MARK} N=4 from records made before the paper's labelling rule "
-                       f"(each cluster predicts its most common training class): their 4 "
-                       f"clusters were labelled one-to-one; rerun to refresh.")
     t.notes += [f"The paper's text: {p.what}: {p.value:g}." for p in text_numbers(2)]
     return t
 

@@ -13,7 +13,7 @@ def _write(results, **over):
         method="flowcaps", dataset="geo", profile="quick", seed=0, run_seed=1,
         axes=Axes(8, 27, 3, True), variant=Axes(),
         metrics={"amodal_iou": {"circle": 0.9, "square": 0.8, "triangle": 0.7, "all": 0.85},
-                 "kmeans_4": 0.5, "kmeans_100": 0.6},
+                 "kmeans_4": 0.5, "kmeans_100": 0.6, "segmentation_rule": 2},
         config={}, data={"supersample": 5}, checkpoint=None, device="cpu", wall={},
         started_at=records.now(), command="flowbench run flowcaps")
     rec.update(over)

@@ -156,7 +156,8 @@ def _parts_case():
     masks[0, 2], masks[0, 0] = amodal[0], amodal[1]
     pred = Prediction(masks=masks, visible=masks.copy(), flow=None,
                       features=np.zeros((1, 2), np.float32))
-    assignment = figures.Assignment.of({"assignment": {"torso": 2, "head": 0}}, "given",
+    caps = {"torso": 2, "head": 0}
+    assignment = figures.Assignment.of({"assignment": caps, "visible_assignment": caps}, "given",
                                        ("torso", "head"))
     return pred, figures.Truth(amodal, visible, np.array([True, True]), assignment)
 
@@ -190,9 +191,14 @@ def test_the_parts_figure_paints_each_capsule_in_its_parts_colour():
 def test_an_assignment_of_other_slots_is_refused_in_one_line():
     with pytest.raises(BenchmarkError, match="names no slot 'torso'"):
         figures.Assignment.of({"assignment": {"circle": 0}}, "a record", ("torso",))
-    a = figures.Assignment.of({"assignment": {"torso": 1, "head": -1}}, "a record",
+    caps = {"torso": 1, "head": -1}
+    a = figures.Assignment.of({"assignment": caps, "visible_assignment": caps}, "a record",
                               ("torso", "head"))
     assert a.text() == "capsules by part (a record): torso 1, head -1"
+    b = figures.Assignment.of({"assignment": caps, "visible_assignment": {"torso": -1, "head": 1}},
+                              "a record", ("torso", "head"))
+    assert b.text() == ("capsules by part (a record): torso 1, head -1; "
+                        "visible: torso -1, head 1")
 
 
 def test_show_draws_the_parts_figure_of_articulated_data(tmp_path, register_toy):
@@ -223,6 +229,8 @@ def test_a_pairs_iou_counts_every_part_of_the_data():
     masks = amodal[None].astype(np.float32)
     pred = Prediction(masks=masks, visible=masks.copy(), flow=None,
                       features=np.zeros((1, 2), np.float32))
-    assignment = figures.Assignment.of({"assignment": dict(zip(names, range(4)))}, "given", names)
+    caps = dict(zip(names, range(4)))
+    assignment = figures.Assignment.of({"assignment": caps, "visible_assignment": caps}, "given",
+                                       names)
     truth = figures.Truth(amodal, visible, np.ones(4, bool), assignment)
     assert figures.pair_iou(pred, 0, truth) == (1.0, 1.0)

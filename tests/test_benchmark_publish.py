@@ -135,17 +135,22 @@ def test_show_draws_a_committed_record_on_a_fresh_clone(in_repo, tmp_path, monke
     # its data folder is not here (or holds other data): the first test pairs are made again
     monkeypatch.setattr(datasets, "SHOW_DATA", tmp_path / "show-data")
     out = tmp_path / "fig.png"
-    res = CliRunner().invoke(main, ["show", "results/records/geo-4x4/flowcaps/quick/seed0.json",
+    res = CliRunner().invoke(main, ["show", "results/records/geo/flowcaps/gpu/seed0.json",
                                     "-o", str(out), "--pairs", "1"])
     assert res.exit_code == 0, res.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    made = json.loads((tmp_path / "show-data" / "geo-64px-ss4-seed0-test16" / "manifest.json")
+    made = json.loads((tmp_path / "show-data" / "geo-64px-ss5-seed0-test16" / "manifest.json")
                       .read_text())
-    assert made["config"]["supersample"] == 4  # the record's data: the 4 x 4 subsamples
+    assert made["config"]["supersample"] == 5  # the record's data: the 5 x 5 subsamples
+    # a record of the former 4 x 4 data does not say its count: its pairs need --data
+    old = "experiments/2026-12-07-superseded-records/records/geo-4x4/flowcaps/quick/seed0.json"
+    res = CliRunner().invoke(main, ["show", old, "-o", str(tmp_path / "old.png")])
+    assert res.exit_code == 1 and res.output.count("\n") == 1
+    assert "does not say its image size and subsample count; pass --data" in res.output
 
 
 def test_show_names_a_checkpoint_that_is_not_in_the_repository(in_repo, tmp_path):
-    path = "results/records/geo/flowcaps/quick/seed0.json"
+    path = "results/records/geo/psd/quick/seed1.json"
     missing = records.read_record(Path(path))["checkpoint"]
     assert missing.startswith("runs/")  # a run folder this record's machine did not commit
     res = CliRunner().invoke(main, ["show", path, "-o", str(tmp_path / "f.png")])

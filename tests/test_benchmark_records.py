@@ -12,7 +12,8 @@ from benchmark.runner import derive_seed
 def _record(**over):
     base = dict(method="flowcaps", dataset="geo+", profile="quick", seed=1, run_seed=7,
                 axes=Axes(8, 27, 3, True), variant=Axes(num_capsules=4),
-                metrics={"amodal_iou": {"all": 0.9}}, config={"lr": 1e-3},
+                metrics={"amodal_iou": {"all": 0.9}, "segmentation_rule": 2},
+                config={"lr": 1e-3},
                 data={"manifest_hash": "abc"}, checkpoint="runs/x/last.pt", device="cpu",
                 wall={"total": 1.0}, started_at=records.now(), command="flowbench run flowcaps")
     base.update(over)
@@ -26,7 +27,7 @@ def test_record_round_trip_place_and_contents(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
     assert stat.S_IMODE(path.stat().st_mode) == records.public_mode()  # not owner-only
     back = records.read_record(path)
-    assert back["metrics"] == {"amodal_iou": {"all": 0.9}}
+    assert back["metrics"] == {"amodal_iou": {"all": 0.9}, "segmentation_rule": 2}
     assert back["record_version"] == records.RECORD_VERSION
     assert back["axes"]["decoder_depth"] == 3 and back["variant"]["shape_dim"] is None
     for key in ("git", "machine", "wall_s", "command", "started_at", "finished_at", "data"):
@@ -89,11 +90,31 @@ def test_load_records_walks_the_tree_and_reports_problems(tmp_path):
     assert len(problems) == 1 and "old.json" in problems[0]
 
 
+def test_load_records_names_and_skips_records_of_an_older_segmentation_rule(tmp_path):
+    records.write_record(tmp_path, _record(seed=0))
+    records.write_record(tmp_path, _record(seed=1, metrics={"amodal_iou": {"all": 0.5}}))
+    records.write_record(tmp_path, _record(seed=2, metrics={"amodal_iou": {"all": 0.5},
+                                                            "segmentation_rule": 1}))
+    recs, problems = records.load_records(tmp_path)
+    assert [r["seed"] for r in recs] == [0]
+    assert len(problems) == 2 and all("scored under segmentation rule 1" in p for p in problems)
+
+
+def test_load_records_skips_records_of_data_made_with_another_subsample_count(tmp_path):
+    records.write_record(tmp_path, _record(seed=0, data={"supersample": 5}))
+    records.write_record(tmp_path, _record(seed=1, data={"supersample": 4}))
+    records.write_record(tmp_path, _record(seed=2, data={}))  # imported data: no count
+    recs, problems = records.load_records(tmp_path)
+    assert sorted(r["seed"] for r in recs) == [0, 2]
+    assert len(problems) == 1 and "data of 4 x 4 edge subsamples (geogen makes 5 x 5" in problems[0]
+
+
 def test_a_later_root_shadows_the_same_run_and_is_marked_local(tmp_path):
     committed, local = tmp_path / "committed", tmp_path / "local"
     records.write_record(committed, _record(seed=0))
     records.write_record(committed, _record(seed=1))
-    records.write_record(local, _record(seed=1, metrics={"amodal_iou": {"all": 0.5}}))
+    records.write_record(local, _record(seed=1, metrics={"amodal_iou": {"all": 0.5},
+                                                         "segmentation_rule": 2}))
     recs, _ = records.load_records([committed, local, tmp_path / "absent"])
     by_seed = {r["seed"]: r for r in recs}
     assert by_seed[1]["metrics"]["amodal_iou"]["all"] == 0.5 and by_seed[1]["_local"]

@@ -25,23 +25,22 @@ CEILING = {"circle": 0.655, "square": 0.921, "triangle": 1.0, "all": 0.832}
 
 
 def _rec(method="flowcaps", dataset="geo", profile="quick", seed=0, all_iou=0.9,
-         axes=(8, 27, 3, True), variant=None, k4=0.8, supersample=5, local=False,
-         rule="majority", visible=None, checkpoint_sha256=None):
-    """A record; with `visible` one scored under the current segmentation rule."""
+         axes=(8, 27, 3, True), variant=None, k4=0.8, local=False, visible=None):
+    """A record; with `visible` its visible numbers and the dataset's ceiling."""
     variant = variant or {}
-    now = {} if visible is None else {
-        "segmentation_rule": 2, "visible_iou": _parts(visible),
-        "visible_iou_per_image": _parts(visible + 0.01), "ceiling": CEILING, "n_test": 10000}
+    seen = {} if visible is None else {
+        "visible_iou": _parts(visible), "visible_iou_per_image": _parts(visible + 0.01),
+        "ceiling": CEILING, "n_test": 10000}
     return {"method": method, "dataset": dataset, "profile": profile, "seed": seed,
             "axes": dict(zip(NAMES, axes)),
             "variant": {n: variant.get(n) for n in NAMES},
-            "data": {} if supersample is None else {"supersample": supersample},
+            "data": {"supersample": 5},
             "metrics": {"amodal_iou": _parts(all_iou),
                         "amodal_iou_per_image": _parts(all_iou + 0.02),
-                        "kmeans_4": k4, "kmeans_100": None,
-                        **({"kmeans_rule": rule} if rule else {}), **now},
+                        "kmeans_4": k4, "kmeans_100": None, "kmeans_rule": "majority",
+                        "segmentation_rule": 2, **seen},
             "checkpoint": f"checkpoints/{method}_{dataset}.pt",
-            "checkpoint_sha256": checkpoint_sha256,
+            "checkpoint_sha256": None,
             "_path": f"results/records/{dataset}/{method}/{profile}/seed{seed}.json",
             "_local": local}
 
@@ -65,8 +64,8 @@ def test_table1_mean_std_paper_and_missing_cells():
     assert c.ours() == "0.910 ± 0.014 (quick, 2 seeds)"
     assert c.theirs() == "0.95"  # the paper's Geo "all", Table 1
     assert c.per_image == pytest.approx((0.92, 0.94))
-    # Visible-only methods: no ceiling known yet (no record under the current rule), and
-    # the paper's cells stand in Table 1b.
+    # Visible-only methods: no ceiling known yet (no record has one), and the paper's cells
+    # stand in Table 1b.
     assert _cell(t, ["Geo", "all"], "R-NEM†").ours() == "ceiling: -"
     assert _cell(t, ["Geo", "all"], "PSD†‡").theirs() == ""
     assert _cell(t, ["Geo+", "all"], "FlowCapsules").theirs() == "0.89"  # from its text
@@ -121,19 +120,6 @@ def test_interchangeable_groups_show_their_per_image_visible_iou_in_1b(register_
     assert any(n.startswith("¶ R-NEM, Toy Groups: interchangeable groups") for n in v.notes)
     with pytest.raises(ValueError, match="interchangeable_groups must be a bool"):
         register_toy(name="toy-bad", interchangeable_groups="yes")
-
-
-def test_records_of_the_former_rule_stay_out_of_1b_and_are_named():
-    old_kept = _rec(method="rnem", all_iou=0.27, checkpoint_sha256="ab" * 32)
-    old_lost = _rec(method="rnem", seed=1, all_iou=0.07)
-    v = tables.table1_visible([old_kept, old_lost], load_methods())
-    assert _cell(v, ["Geo", "all"], "R-NEM¶").ours() == "-"
-    assert ("flowbench run rnem --dataset geo --profile quick --seeds 0 --checkpoint "
-            "checkpoints/rnem_geo.pt") in v.missing  # its checkpoint is committed: re-score it
-    assert any("former segmentation rule" in n and "R-NEM on Geo (quick, seeds 0, 1)" in n
-               for n in v.notes)
-    # Its amodal number is not shown in 1a either (R-NEM's masks are visible-only).
-    assert _cell(_t1([old_kept]), ["Geo", "all"], "R-NEM†").values == ()
 
 
 def test_a_registered_method_shows_up_everywhere_with_no_other_edit(register_toy, tmp_path):
@@ -191,16 +177,6 @@ def test_table2_keys_the_papers_flowcapsules_row_to_flowscae_and_labels_ours():
     assert "flowbench run flowscae --dataset geo" in t.missing
 
 
-def test_table2_marks_n4_from_records_before_the_majority_rule():
-    ours = "FlowCapsules, k-means on raw capsule vectors"
-    old = tables.table2([_rec(k4=0.75, rule=None)], load_methods())
-    assert _cell(old, [ours], "Geo N=4").ours() == f"0.750{tables.RULE_MARK} (quick)"
-    assert any(n.startswith(tables.RULE_MARK) for n in old.notes)
-    new = tables.table2([_rec(k4=0.75)], load_methods())
-    assert _cell(new, [ours], "Geo N=4").ours() == "0.750 (quick)"
-    assert not any(n.startswith(tables.RULE_MARK) for n in new.notes)
-
-
 def test_best_profile_wins_and_ablation_runs_stay_out_of_table1():
     recs = [_rec(profile="quick", all_iou=0.5), _rec(profile="paper", all_iou=0.96),
             _rec(all_iou=0.1, axes=(4, 27, 3, True), variant={"num_capsules": 4})]
@@ -210,18 +186,12 @@ def test_best_profile_wins_and_ablation_runs_stay_out_of_table1():
     assert only.values == (0.5,) and only.profile == "quick"
 
 
-def test_current_data_wins_older_data_and_local_runs_are_named():
-    old_long = _rec(profile="long", all_iou=0.96, supersample=None)  # written before the field
-    t = _t1([old_long, _rec(profile="gpu", all_iou=0.92)])
-    assert _cell(t, ["Geo", "all"], "FlowCapsules").ours() == "0.920 (gpu)"
-    c = _cell(_t1([old_long, _rec(profile="quick", all_iou=0.9, supersample=4)]),
-              ["Geo", "all"], "FlowCapsules")
-    assert c.ours() == "0.960 (long, 4x4 data)"
-    rows = list(csv.DictReader(io.StringIO(render.render_csv([_t1([old_long])]))))
+def test_local_runs_are_named():
+    mine = _t1([_rec(local=True, profile="long")])
+    assert _cell(mine, ["Geo", "all"], "FlowCapsules").ours() == "0.900 (long, local)"
+    rows = list(csv.DictReader(io.StringIO(render.render_csv([mine]))))
     [row] = [r for r in rows if r["row"] == "Geo / all" and r["column"] == "FlowCapsules"]
-    assert row["note"] == "4x4 data" and row["records"].endswith("long/seed0.json")
-    mine = _cell(_t1([_rec(local=True)]), ["Geo", "all"], "FlowCapsules")
-    assert mine.ours() == "0.900 (quick, local)"
+    assert row["note"] == "local" and row["records"].endswith("long/seed0.json")
 
 
 def test_table3_rows_are_the_papers_configurations():
@@ -419,8 +389,9 @@ def test_a_local_record_never_hides_the_committed_record_of_the_same_run(tmp_pat
     def write(root, seed, iou):
         rec = records.make_record(
             method="flowcaps", dataset="geo", profile="quick", seed=seed, run_seed=1,
-            axes=Axes(8, 27, 3, True), variant=Axes(), metrics={"amodal_iou": _parts(iou)},
-            config={}, data={"supersample": 5}, checkpoint=None, device="cpu", wall={},
+            axes=Axes(8, 27, 3, True), variant=Axes(),
+            metrics={"amodal_iou": _parts(iou), "segmentation_rule": 2}, config={},
+            data={"supersample": 5}, checkpoint=None, device="cpu", wall={},
             started_at=records.now(), command="flowbench run flowcaps")
         records.write_record(root, rec)
     for seed, iou in ((0, 0.93), (1, 0.92), (2, 0.91)):

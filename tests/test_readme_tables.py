@@ -1,4 +1,6 @@
 """The README's tables are what `flowbench table` prints from the committed records."""
+import csv
+import io
 import json
 import shutil
 from pathlib import Path
@@ -7,7 +9,7 @@ from click.testing import CliRunner
 
 from benchmark.cli import main
 from benchmark.readme import BEGIN, END, block, tables_text, with_block
-from benchmark.records import COMMITTED
+from benchmark.records import COMMITTED, file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 REGENERATE = "flowbench table --readme README.md"
@@ -58,3 +60,38 @@ def test_with_block_keeps_the_rest_and_bad_markers_are_one_line_errors(tmp_path,
     res = runner.invoke(main, ["table", "--readme", str(path), "--format", "csv"])
     assert res.exit_code == 1 and "--readme writes markdown" in res.output
 
+
+
+KEPT = REPO / "tests" / "data" / "tables_kept_records"  # .csv and .sha256
+
+
+def _cells(text: str) -> dict[tuple[str, str, str], dict[str, str]]:
+    return {(r["table"], r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(text))}
+
+
+def test_the_kept_records_cells_are_what_the_former_table_code_made_of_them(tmp_path,
+                                                                           monkeypatch):
+    """The records that stayed under results/records when those of the former segmentation rule
+    and 4 x 4 data moved out (2026-12-07) fill the same cells as before: KEPT.csv is what
+    `flowbench table --format csv` printed from exactly those records (KEPT.sha256) with the
+    code of that time (commit b5c0ccb). A kept record replaced since is left out, and with it every cell it fed;
+    every other cell must match field for field."""
+    kept = dict(line.split()[::-1] for line in KEPT.with_suffix(".sha256").read_text()
+                .splitlines())  # path -> sha256
+    same = [p for p, sha in kept.items()
+            if (REPO / p).is_file() and file_sha256(REPO / p) == sha]
+    for p in same:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / p, tmp_path / p)
+    monkeypatch.chdir(tmp_path)  # the copy is the committed tree there
+    before = _cells(KEPT.with_suffix(".csv").read_text())
+    after = _cells(tables_text([COMMITTED], fmt="csv"))
+    rows = {key[:2] for key in after}
+    compared = 0
+    for key, cell in before.items():
+        sources = set(cell["records"].split())
+        if not sources <= set(same) or (not sources and key[:2] not in rows):
+            continue  # a replaced record fed it; or a row only records since replaced open
+        assert after.get(key) == cell, key
+        compared += bool(sources)
+    assert compared >= len(same)  # cells made of the kept records were compared
