@@ -15,6 +15,7 @@ from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError
 from flowcaps.model import FlowCapsules
 from trainloop.checkpoint import meta_of, read_blob, write_blob  # noqa: F401  (this module's API)
+from trainloop.device import resolve_device
 
 FORMAT = "flowcaps-checkpoint-v1"
 
@@ -38,7 +39,9 @@ def config_of(blob: dict[str, Any]) -> TrainConfig:
 
 
 def load(path: str | Path, device: str | torch.device = "cpu") -> FlowCapsules:
-    """Rebuild the exact model a checkpoint was trained with, in eval mode."""
+    """Rebuild the exact model a checkpoint was trained with, in eval mode, on `device`
+    (cpu, cuda, cuda:N or auto; a device this machine lacks is one FlowcapsError)."""
+    target = resolve_device(str(device), FlowcapsError)
     blob = read(path)
     model = FlowCapsules(config_of(blob).model)
     try:
@@ -46,4 +49,4 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> FlowCapsules:
     except RuntimeError as err:
         first = str(err).splitlines()[0]
         raise FlowcapsError(f"checkpoint {path} does not match its config: {first}") from None
-    return model.to(device).eval()
+    return model.to(target).eval()

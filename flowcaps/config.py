@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +106,9 @@ class RefineConfig:
     seed: int = 0  # of the draws above
 
     def validate(self) -> None:
-        if self.steps < 0 or self.lr <= 0 or self.band < 0 or self.points < 0:
+        # `not lr > 0` and isfinite: a NaN passes every comparison written the other way round
+        if (self.steps < 0 or not self.lr > 0 or not math.isfinite(self.lr) or self.band < 0
+                or self.points < 0):
             raise FlowcapsError(f"refine needs steps >= 0, lr > 0, band >= 0 and points >= 0, got "
                                 f"steps={self.steps}, lr={self.lr}, band={self.band}, points={self.points}")
 

@@ -134,6 +134,12 @@ class Split:
                 dtype = np.dtype(dtypes.get(name, schema.FIELDS[name].dtype))
             except TypeError as err:
                 raise GeogenError(f"{name!r}: not a dtype ({err})") from None
+            kept = np.dtype(schema.FIELDS[name].dtype)
+            # A float may narrow (precision, not values), an integer never: int8 frames would
+            # wrap 200 to -56 without a word.
+            if dtype.kind in "biu" and not np.can_cast(kept, dtype, casting="safe"):
+                raise GeogenError(f"{name!r} is stored as {kept}; {dtype} cannot hold its values "
+                                  f"without wrapping or cutting them (ask for {kept} or wider)")
             cols.append(_Column(name, stored, pick, shape, dtype))
         return cols
 

@@ -15,12 +15,18 @@ def resolve_device(name: str, error: type[Exception] = LoopError) -> torch.devic
     is absent or unknown."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise error("device 'cuda' requested but no CUDA device is available")
     try:
-        return torch.device(name)
-    except RuntimeError:
-        raise error(f"unknown device {name!r}") from None
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise error(f"unknown device {name!r}; choose cpu, cuda, cuda:N or auto") from None
+    if device.type not in ("cpu", "cuda"):
+        raise error(f"device {name!r} is not supported; choose cpu, cuda, cuda:N or auto")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise error(f"device {name!r} requested but no CUDA device is available")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise error(f"device {name!r} requested but there are {torch.cuda.device_count()} "
+                    f"CUDA devices")
+    return device
 
 
 def setup_cpu(threads: int, world: int = 1) -> None:
