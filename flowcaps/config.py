@@ -16,6 +16,7 @@ from typing import Any
 from flowcaps import removed
 from flowcaps.errors import FlowcapsError
 from flowcaps.fields import build, replaced
+from trainloop.seeds import MAX_SEED
 
 LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
@@ -232,7 +233,7 @@ def _check_run_limits(cfg: TrainConfig) -> None:
                f"pairs must be >= 1 (or null for epochs), got {cfg.pairs}"),
               (cfg.max_pairs is None or cfg.max_pairs >= 1,
                f"max_pairs must be >= 1 (or null for all), got {cfg.max_pairs}"),
-              (cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}"),
+              (0 <= cfg.seed <= MAX_SEED, f"seed must be in 0..{MAX_SEED}, got {cfg.seed}"),
               (cfg.warmup_steps >= 0, f"warmup_steps must be >= 0, got {cfg.warmup_steps}"),
               (cfg.threads >= 0, f"threads must be >= 0 (0 = auto), got {cfg.threads}"),
               (cfg.checkpoint_minutes >= 0, f"checkpoint_minutes must be >= 0, got {cfg.checkpoint_minutes}"),

@@ -32,3 +32,12 @@ def test_an_empty_run_folder_in_a_config_is_refused(tmp_path):
         trainloop.LoopConfig(out="", seed=0, batch_size=1, steps=1).validate()
     with pytest.raises(FlowcapsError, match="out \\(the run folder\\) is empty"):
         TrainConfig(out=" ").validate()
+
+
+@pytest.mark.parametrize("seed", [str(2**32), str(2**64), str(2**70), "-1"])
+def test_a_seed_past_what_the_loop_draws_from_is_one_line(tiny_geo, tmp_path, seed):
+    res = CliRunner().invoke(flowcaps, ["train", str(tiny_geo), "--profile", "smoke", "--out",
+                                        str(tmp_path / "run"), "--seed", seed])
+    assert res.exit_code == 1, res.output
+    assert res.output.strip() == f"Error: seed must be in 0..{2**32 - 1}, got {seed}"
+    assert not (tmp_path / "run").exists()

@@ -33,6 +33,7 @@ from trainloop.device import resolve_device, setup_cpu
 from trainloop.errors import LoopError, TimeGuardStop, TrainingInterrupted
 from trainloop.log import Log
 from trainloop.progress import run_fraction, training_bar
+from trainloop.seeds import MAX_SEED
 
 CKPT_NAME = "checkpoint.pt"  # the run's resumable state
 MODEL_NAME = "model.pt"  # the exported model: what a training returns
@@ -75,6 +76,8 @@ class LoopConfig:
     def validate(self) -> None:
         if not str(self.out).strip():  # an unset variable: it would write into the working folder
             raise LoopError("the run folder (out) is empty; name a folder")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise LoopError(f"seed must be in 0..{MAX_SEED}, got {self.seed}")
         if self.rows is None and self.steps is None and self.epochs is None:
             raise LoopError("a run needs a budget: rows (pairs), steps or epochs; minutes are "
                             "only a guard")
