@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -276,9 +277,50 @@ def read_record(path: Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in rec]
     if missing:
         raise BenchmarkError(f"{path}: record lacks {missing}")
+    problem = schema_problem(rec)
+    if problem:
+        raise BenchmarkError(f"{path}: {problem}; not a table record")
     for key, value in DEFAULTS.items():
         rec.setdefault(key, value)
     return rec
+
+
+def schema_problem(rec: dict[str, Any]) -> str | None:
+    """What makes a record unreadable by the tables (the first thing found), or None: the kinds
+    of its keys, a method and dataset this flowbench knows, and metrics that are finite numbers
+    (a NaN would print as "nan", a string would end the tables in a traceback)."""
+    from benchmark.registry import load_methods
+    from geogen.schema import VARIANTS
+    kinds = {"method": str, "dataset": str, "profile": str, "seed": int, "axes": dict,
+             "metrics": dict, "variant": (dict, type(None)), "data": (dict, type(None)),
+             "partial": bool}
+    for key, kind in kinds.items():
+        if key in rec and (not isinstance(rec[key], kind) or isinstance(rec[key], bool)
+                           and kind is int):
+            return f"{key} is {type(rec[key]).__name__} {rec[key]!r}"
+    if rec["method"] not in load_methods():
+        return f"method {rec['method']!r} is not one this flowbench knows"
+    if rec["dataset"] not in VARIANTS:
+        return f"dataset {rec['dataset']!r} is not one of {', '.join(VARIANTS)}"
+    return _metric_problem(rec["metrics"], "metrics")
+
+
+def _metric_problem(value: Any, where: str) -> str | None:
+    """A metric's leaf that is not a finite number (strings, booleans and None are labels)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            problem = _metric_problem(v, f"{where}.{k}")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list):
+        return next((p for i, v in enumerate(value) if (p := _metric_problem(v, f"{where}[{i}]"))),
+                    None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where} is {value}"
+    if where.count(".") >= 2 and "_iou" in where and not isinstance(value, (int, float)):
+        return f"{where} is {value!r}, not a number"
+    return None
 
 
 def identity(rec: dict[str, Any]) -> tuple:
