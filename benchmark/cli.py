@@ -266,6 +266,29 @@ def table_cmd(fmt, results, profile, output, readme):
         click.echo(text, nl=False)
 
 
+@main.command("records", epilog=_example("flowbench records -o docs/records.md"))
+@click.option("--results", type=PathParam(path_type=Path), default=COMMITTED, show_default=True,
+              help="the record tree to describe")
+@click.option("-o", "--output", type=PathParam(path_type=Path), default=None,
+              help="write to this file instead of standard output")
+@_friendly
+def records_cmd(results, output):
+    """Each record's provenance as markdown (command, commit, machine, times, training,
+    headline scores, checkpoint, notes), grouped by dataset, method and profile: the text of
+    docs/records.md."""
+    from benchmark.records import write_text_atomic
+    from benchmark.records_doc import records_text
+    from geogen.outpath import check_output_file
+    if output is not None:
+        check_output_file(output, "-o")  # before any record is read
+    text = records_text(results, warn=lambda line: click.echo(line, err=True))
+    if output is not None:
+        write_text_atomic(output, text)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
 @main.command("show", epilog=_example(
     "flowbench show results/records/geo/flowcaps/gpu/seed0.json -o fig.png",
     "flowbench show checkpoints/flowcaps_geo_quick.pt -o fig.jpg --pairs 2",

@@ -103,7 +103,7 @@ class RefineConfig:
     steps: int = 60  # 0 = off: the encoder's poses
     lr: float = 3e-3  # Adam's step on the pose numbers (image frame [-1, 1], radians, scale)
     band: int = 2  # px from an intensity change: elsewhere the masks give the poses no gradient
-    points: int = 512  # band pixels fitted per step, drawn afresh (0: all; docs/flowcaps.md)
+    points: int = 512  # band pixels fitted per step, drawn afresh (0: all; docs/results/flowcaps.md)
     seed: int = 0  # of the draws above
 
     def validate(self) -> None:

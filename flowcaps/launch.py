@@ -1,7 +1,7 @@
 """One training as several processes: `flowcaps.train` starts torchrun itself.
 
 On a CPU, N single-threaded DDP ranks train faster than one N-threaded process (numbers in
-docs/flowcaps.md), so the quick profile asks for one rank per core (TrainConfig.cpu_ranks = 0).
+docs/results/flowcaps.md, "Two CPU ranks"), so the quick profile asks for one rank per core (TrainConfig.cpu_ranks = 0).
 Over several nodes (trainloop.rendezvous) each node starts its torchrun agent with the same
 command: its CPU ranks, or one rank per GPU. `batch_size` stays the global batch: each of the
 W ranks of all nodes takes batch_size // W.

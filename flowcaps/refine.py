@@ -10,7 +10,7 @@ colour, or, given the pair's other frame, that frame's pixels (the trainer's
 `appearance_background="still"`): a static photograph then explains itself, where a flat
 colour would pull capsules onto it. A textured image is all band; each step then fits a fresh
 draw of `points` band pixels. See config.RefineConfig; the measurements are in
-docs/flowcaps.md.
+docs/results/flowcaps.md, "Test-time pose refinement".
 """
 from __future__ import annotations
 

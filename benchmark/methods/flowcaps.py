@@ -191,7 +191,7 @@ class FlowCapsulesRefinedMethod(FlowCapsulesMethod):
 
     Frame 0's poses are refined, so its masks and visibility (the IoU and ARI metrics) come from
     refined poses. Flow and the clustering features stay the encoder's, as `embed`'s do for the
-    train images (docs/flowcaps.md, "Test-time pose refinement", says why).
+    train images (docs/results/flowcaps.md, "Test-time pose refinement", says why).
     """
 
     name = "flowcaps-refine"
