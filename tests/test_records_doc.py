@@ -38,8 +38,10 @@ def test_a_changed_record_changes_the_page_and_the_command_writes_it(tmp_path, m
     assert "amodal IoU 0.500" in after.split("#### `geo/flowcaps/long/seed0.json`")[1]
 
 
-def test_the_page_names_no_method_of_its_own(tmp_path, monkeypatch):
-    """Registry-agnostic: a record of any method gets its entry from its fields alone."""
+def test_the_page_names_no_method_of_its_own(tmp_path, monkeypatch, register_toy):
+    """Registry-agnostic: a record of any registered method gets its entry from its fields
+    alone."""
+    register_toy(name="somemethod")
     src = REPO / COMMITTED / "geo" / "flowcaps" / "long" / "seed0.json"
     rec = json.loads(src.read_text())
     rec.update(method="somemethod", checkpoint=None, checkpoint_sha256=None)
