@@ -40,6 +40,7 @@ REQUIRED_KEYS = ("record_version", "method", "dataset", "profile", "seed", "axes
 # Fields added after version 1's first records, with the value every earlier record had.
 DEFAULTS = {"partial": False, "uses_ground_truth": [], "amodal": True, "checkpoint_sha256": None,
             "extras": {}}
+TABLE_MOTION = "translation"  # geogen's default motion, the paper's: what the tables compare
 COMMITTED = Path("results") / "records"  # the records the repository's tables are made from
 LOCAL = Path("runs") / "records"  # where `flowbench run` writes unless told otherwise
 
@@ -378,6 +379,11 @@ def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[s
                 problems.append(f"{path}: scored on data of {made} x {made} edge subsamples "
                                 f"(geogen makes {current_supersample()} x "
                                 f"{current_supersample()} now), not a table record")
+                continue
+            motion = (rec.get("data") or {}).get("motion")  # absent in older records: the default
+            if motion not in (None, TABLE_MOTION):
+                problems.append(f"{path}: scored on data of {motion} motion (the tables read "
+                                f"geogen's default, {TABLE_MOTION}), not a table record")
                 continue
             by_run[(local, identity(rec))] = {**rec, "_path": str(path), "_local": local}
     records = list(by_run.values())

@@ -132,6 +132,7 @@ def plan(req: RunRequest) -> Plan:
             raise BenchmarkError("--checkpoint evaluates one model: give a single seed")
         if not Path(req.checkpoint).is_file():
             raise BenchmarkError(f"checkpoint {req.checkpoint} does not exist")
+        _check_trained_on(method, Path(req.checkpoint), req.dataset)
     eval_data, train_data = _folders(req, method)
     extra = _extra_folders(req, method)
     for folder in (eval_data, train_data, *(f for _, f in extra)):
@@ -146,6 +147,28 @@ def plan(req: RunRequest) -> Plan:
         raise BenchmarkError(f"record {targets[0]} exists; --force replaces it (or pass "
                              f"another --results folder)")
     return Plan(req, method, eval_data, train_data, partial, targets, extra)
+
+
+def trained_variant(meta: dict) -> str | None:
+    """The variant a checkpoint's main training data held: its meta's own word, else what the
+    benchmark's folder name says (`data/<dataset>-<profile>`, as checkpoints made before the
+    word was recorded name it); None where neither says."""
+    from geogen.schema import VARIANTS
+    said = meta.get("data_variant") or []
+    if isinstance(said, list) and said and said[0]:
+        return str(said[0])
+    folder = Path(str(meta.get("data") or "").split("+")[0]).name
+    return next((v for v in VARIANTS if folder.startswith(dataset_folder(v) + "-")), None)
+
+
+def _check_trained_on(method: Method, checkpoint: Path, dataset: str) -> None:
+    """A checkpoint scored on the kind of data it was trained on: a model of articulated figures
+    scored on Geo would be filed as a Geo record of a Geo model."""
+    trained_with = method.load(checkpoint).trained_with or {}
+    trained = trained_variant(trained_with.get("meta") or {})
+    if trained is not None and trained != dataset:
+        raise BenchmarkError(f"{checkpoint} was trained on {trained} data; --dataset {dataset} "
+                             f"would file it as a {dataset} record: pass --dataset {trained}")
 
 
 def _check_outputs(req: RunRequest) -> None:
@@ -237,6 +260,7 @@ def _data_info(root: Path, profile: str) -> dict:
     manifest = datasets.read_manifest_checked(root)
     return {"root": str(root), "manifest_hash": manifest_hash(root),
             "supersample": datasets.data_supersample(manifest),
+            "motion": manifest.get("config", {}).get("motion"),  # None: imported data
             "counts": {k: int(v) for k, v in manifest.get("counts", {}).items()},
             "frames": int(manifest.get("frames", 2)),
             "profile": asdict(get_profile(profile)), "data_seed": DATA_SEED}

@@ -279,6 +279,13 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
         for root in _roots(config, Path(data)):  # the data, and the data mixed in
             if not (root / "manifest.json").is_file():
                 raise FlowcapsError(f"{root} is not a geogen dataset (no manifest.json)")
+            manifest, _ = _split_shards(root, "train")
+            if int(manifest.get("size", -1)) != config.model.image_size:
+                raise FlowcapsError(f"{root} holds {manifest.get('size')} px pairs but the model "
+                                    f"is {config.model.image_size} px (model.image_size)")
+        if config.mix_data and Path(config.mix_data).resolve() == Path(data).resolve():
+            raise FlowcapsError(f"--mix-data {config.mix_data} is DATA itself: every pair would "
+                                f"train twice; name another dataset (geo+ mixes in geo)")
         if force and Path(config.out).is_dir():
             _clear_run_folder(Path(config.out))
         _check_run_folder(config, world, _data_meta(config, Path(data)))

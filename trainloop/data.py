@@ -6,26 +6,35 @@ resume rule compares the manifest hashes. In-memory data names none and is not c
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 from trainloop.errors import LoopError
 
-DATA, DATA_HASH = "data", "data_hash"  # the meta keys: the folder(s), the manifests' sha256
+# The meta keys: the folder(s), the manifests' sha256, the variants they hold.
+DATA, DATA_HASH, DATA_VARIANT = "data", "data_hash", "data_variant"
 
 
 def data_meta(*roots: str | Path) -> dict[str, Any]:
     """{DATA: the folders, DATA_HASH: their manifests' sha256} (several joined by "+", in order:
-    a run's main data, then the data mixed in). The hash is the manifest file's sha256, as
-    geogen's `manifest_hash` gives it (the loop imports no data package: the trainers read
-    and check their folders before they get here)."""
-    hashes = []
+    a run's main data, then the data mixed in), DATA_VARIANT: their variants, a list (a variant's
+    name may hold a "+"). The hash is
+    the manifest file's sha256, as geogen's `manifest_hash` gives it (the loop imports no data
+    package: the trainers read and check their folders before they get here)."""
+    hashes, variants = [], []
     for root in roots:
         try:
-            hashes.append(hashlib.sha256((Path(root) / "manifest.json").read_bytes()).hexdigest())
+            text = (Path(root) / "manifest.json").read_bytes()
         except OSError as err:
             raise LoopError(f"{root}: cannot read its manifest.json ({err.strerror or err})") from None
-    return {DATA: "+".join(str(r) for r in roots), DATA_HASH: "+".join(hashes)}
+        hashes.append(hashlib.sha256(text).hexdigest())
+        try:
+            variants.append(str(json.loads(text).get("variant", "")))
+        except (ValueError, AttributeError):
+            variants.append("")
+    return {DATA: "+".join(str(r) for r in roots), DATA_HASH: "+".join(hashes),
+            DATA_VARIANT: variants}
 
 
 def check_same_data(run: Path, saved: dict[str, Any], current: dict[str, Any]) -> None:
