@@ -231,9 +231,9 @@ def _flowcaps(profile: str, as_trained: bool = False, **changes: Any) -> Subject
     if not as_trained:
         cfg = cfg.replace(bf16=False, compile=False)
     cfg.validate()
-    pairs = torch.from_numpy(synthetic_pairs(cfg.batch_size, cfg.model.image_size))
-    return Subject("flowcaps", FlowcapsTask(cfg), (pairs,), cfg.threads or 1,
-                   cfg.grad_clip or None, processes=ranks)
+    pairs = torch.from_numpy(synthetic_pairs(cfg.loop.batch_size, cfg.model.image_size))
+    return Subject("flowcaps", FlowcapsTask(cfg), (pairs,), cfg.loop.threads or 1,
+                   cfg.loop.grad_clip or None, processes=ranks)
 
 
 @subject("psd")
@@ -243,10 +243,10 @@ def _psd(profile: str) -> Subject:
     from baselines.psd import PROFILES
     from baselines.psd.trainer import PsdTask
     cfg = PROFILES[profile].replace(model={"image_size": _side(profile)})
-    b, size = cfg.batch_size, cfg.model.image_size
+    b, size = cfg.loop.batch_size, cfg.model.image_size
     frames = torch.from_numpy(synthetic_pairs(b, size))
     flow = torch.randn(b, size, size, 2, generator=torch.Generator().manual_seed(0)).half()
-    return Subject("psd", PsdTask(cfg, frames, flow), (frames, flow), cfg.threads or _cores(), None)
+    return Subject("psd", PsdTask(cfg, frames, flow), (frames, flow), cfg.loop.threads or _cores(), None)
 
 
 @subject("rnem")
@@ -256,9 +256,9 @@ def _rnem(profile: str) -> Subject:
     from baselines.rnem.trainer import RnemTask
     cfg = PROFILES[profile]
     side, t = cfg.model.work_size, cfg.clip_frames
-    clips = torch.randint(0, 256, (cfg.batch_size, t, 3, side, side), dtype=torch.uint8,
+    clips = torch.randint(0, 256, (cfg.loop.batch_size, t, 3, side, side), dtype=torch.uint8,
                           generator=torch.Generator().manual_seed(0))  # (B, T, 3, H, W)
-    return Subject("rnem", RnemTask(cfg), (clips,), cfg.threads or _cores(), cfg.grad_clip or None)
+    return Subject("rnem", RnemTask(cfg), (clips,), cfg.loop.threads or _cores(), cfg.loop.grad_clip or None)
 
 
 @subject("scae")
@@ -268,8 +268,8 @@ def _scae(profile: str) -> Subject:
     from baselines.scae.trainer import ScaeTask
     cfg = scae_profile("scae", profile).replace(pcae={"image_size": _side(profile)})
     size = cfg.pcae.image_size
-    images = torch.from_numpy(synthetic_pairs(cfg.run.batch_size, size)[:, 0].copy())  # (B, H, W, 3)
-    return Subject("scae", ScaeTask(cfg), (images,), cfg.run.threads or _cores(), None)
+    images = torch.from_numpy(synthetic_pairs(cfg.loop.batch_size, size)[:, 0].copy())  # (B, H, W, 3)
+    return Subject("scae", ScaeTask(cfg), (images,), cfg.loop.threads or _cores(), None)
 
 
 @subject("flowscae")
@@ -285,8 +285,8 @@ def _flowscae(profile: str) -> Subject:
         parts={"n_parts": m.num_capsules, "n_features": m.shape_dim + 1})
     p = cfg.parts
     gen = torch.Generator().manual_seed(0)
-    parts = torch.rand(cfg.run.batch_size, p.n_parts, 7 + p.n_features, generator=gen)  # (B, M, 7+F)
-    return Subject("flowscae", ScaeTask(cfg), (parts,), cfg.run.threads or _cores(), None)
+    parts = torch.rand(cfg.loop.batch_size, p.n_parts, 7 + p.n_features, generator=gen)  # (B, M, 7+F)
+    return Subject("flowscae", ScaeTask(cfg), (parts,), cfg.loop.threads or _cores(), None)
 
 
 @subject("motiongrouping")
@@ -298,9 +298,9 @@ def _motiongrouping(profile: str) -> Subject:
     cfg = PROFILES[profile].replace(model={"image_size": _side(profile)})
     side = cfg.model.image_size
     gen = torch.Generator().manual_seed(0)
-    flow = 3 * torch.randn(cfg.batch_size, side, side, 2, generator=gen)  # (B, H, W, 2)
-    # No clip: the official has none and neither has loop_config(cfg).
-    return Subject("motiongrouping", MotionGroupingTask(cfg), (flow,), cfg.threads or _cores(), None)
+    flow = 3 * torch.randn(cfg.loop.batch_size, side, side, 2, generator=gen)  # (B, H, W, 2)
+    # No clip: the official has none and neither has its loop config.
+    return Subject("motiongrouping", MotionGroupingTask(cfg), (flow,), cfg.loop.threads or _cores(), None)
 
 
 def _side(profile: str) -> int:

@@ -44,7 +44,7 @@ def _rng():
 def _flowcaps_cfg(out, steps):
     model = flowcaps.ModelConfig(image_size=32, num_capsules=3, capsule_dim=8, enc_channels=(4, 8),
                                  enc_hidden=16, dec_hidden=8, dec_depth=2)
-    return flowcaps.TrainConfig(model=model, out=str(out), epochs=steps // 4, batch_size=4,
+    return flowcaps.TrainConfig().replace(model=model, out=str(out), epochs=steps // 4, batch_size=4,
                                 lr=1e-3, points=64, smooth_points=8, device="cpu", threads=1,
                                 cpu_ranks=1, compile=False, log_every=1, checkpoint_minutes=0.0)
 
@@ -57,7 +57,7 @@ def _flowcaps_fit(cfg, meta=None):
 def _psd_cfg(out, steps):
     model = PsdModel(image_size=32, latent_dim=5, kernel_hidden=(8,), unet_width=4,
                      motion_scale=2, motion_kernels=(3,))
-    return PsdConfig(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
+    return PsdConfig().replace(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
                      steps=steps, stage1_fraction=0.5, active_pairs=8, kl_active=0.0, log_every=1,
                      checkpoint_minutes=0.0)
 
@@ -72,7 +72,7 @@ def _psd_fit(cfg, meta=None):
 def _mg_cfg(out, steps):
     model = MgModel(image_size=16, num_slots=3, iters=2, enc_channels=(4, 8), dec_channels=4,
                     kernel_size=3)
-    return MgConfig(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
+    return MgConfig().replace(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
                     steps=steps, warmup_steps=3, log_every=1, checkpoint_minutes=0.0)
 
 
@@ -84,7 +84,7 @@ def _mg_fit(cfg, meta=None):
 def _rnem_cfg(out, steps):
     model = RnemModel(image_size=16, work_size=16, enc_channels=(4, 8, 8), enc_hidden=12,
                       state_size=10, rel_hidden=8, att_hidden=6, dec_hidden=12, em_steps=2)
-    return RnemConfig(model=model, out=str(out), clip_frames=3, batch_size=4, max_steps=steps,
+    return RnemConfig().replace(model=model, out=str(out), clip_frames=3, batch_size=4, steps=steps,
                       threads=1, log_every=1, device="cpu", checkpoint_minutes=0.0)
 
 
@@ -98,8 +98,8 @@ def _scae_cfg(kind):
         cfg = profile(kind, "smoke", "geo")
         if kind == "flowscae":
             cfg = cfg.replace(parts={"n_parts": 4, "n_features": 2})
-        return cfg.replace(run={"out": str(out), "max_steps": steps, "batch_size": 4,
-                                "checkpoint_minutes": 0.0, "log_every": 1, "threads": 1})
+        return cfg.replace(loop={"out": str(out), "steps": steps, "batch_size": 4,
+                                 "checkpoint_minutes": 0.0, "log_every": 1, "threads": 1})
     return make
 
 

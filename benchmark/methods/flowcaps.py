@@ -16,7 +16,6 @@ flowcaps and torch are imported inside the functions so that `flowbench table` a
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +70,7 @@ class FlowCapsulesMethod:
         with one_line(flowcaps.FlowcapsError, "flowcaps config"):
             cfg = for_data(spec.profile, spec.dataset, out=str(spec.run_dir),
                            mix_data=None if mix is None else str(mix), image_size=spec.image_size)
-            cfg = cfg.replace(seed=spec.seed, device=spec.device, model=model)
+            cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device}, model=model)
             if mix_with and mix is None:
                 # The runner passes the mix data whenever it trains; without it (a given
                 # checkpoint's evaluation, the ablation grid's axes) the config is only read.
@@ -97,11 +96,11 @@ class FlowCapsulesMethod:
 
     def load(self, checkpoint: Path) -> LoadedModel:
         import flowcaps
-        from flowcaps.checkpoint import meta_of, read
+        from flowcaps.checkpoint import config_of, meta_of, read
         with one_line(flowcaps.FlowcapsError, f"cannot load {checkpoint} as a flowcaps checkpoint"):
             model = flowcaps.load(checkpoint_file(checkpoint), device=eval_device())
-            blob = read(checkpoint)
-            trained_with = {"config": json.loads(blob["config"]), "meta": meta_of(blob)}
+            blob = read(checkpoint)  # its config in today's form, whatever form it was stored in
+            trained_with = {"config": dataclasses.asdict(config_of(blob)), "meta": meta_of(blob)}
         model.eval()
         m = model.config
         axes = Axes(num_capsules=m.num_capsules, shape_dim=m.shape_dim,

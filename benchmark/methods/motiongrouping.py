@@ -62,7 +62,7 @@ class MotionGroupingMethod:
         k = slots_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
         with one_line(MotionGroupingError, "motiongrouping config"):
             cfg = profile(spec.profile, str(spec.run_dir), num_slots=k)
-            cfg = cfg.replace(seed=spec.seed, device=spec.device,
+            cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device},
                               model={"image_size": spec.image_size})
             cfg.validate()
         return cfg

@@ -68,9 +68,9 @@ class PsdMethod:
                                  f"{', '.join(sorted(PROFILES))}")
         refuse_axes("psd", spec.variant)
         with one_line(PsdError, "psd config"):
-            cfg = PROFILES[spec.profile].replace(seed=spec.seed, device=spec.device,
-                                                 out=str(spec.run_dir),
-                                                 model={"image_size": spec.image_size})
+            cfg = PROFILES[spec.profile].replace(
+                loop={"seed": spec.seed, "device": spec.device, "out": str(spec.run_dir)},
+                model={"image_size": spec.image_size})
             cfg.validate()
         return cfg
 

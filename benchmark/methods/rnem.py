@@ -73,7 +73,7 @@ class RnemMethod:
                  if v.num_capsules is None else v.num_capsules)
             model: dict[str, Any] = {"image_size": spec.image_size, "work_size": work,
                                      "num_groups": k}
-            cfg = base.replace(seed=spec.seed, device=spec.device, model=model)
+            cfg = base.replace(loop={"seed": spec.seed, "device": spec.device}, model=model)
             cfg.validate()
         return cfg
 

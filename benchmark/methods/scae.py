@@ -57,7 +57,7 @@ def _profile(kind: str, spec: TrainSpec):
     refuse_axes(kind, spec.variant)
     with one_line(ScaeError, f"{kind} config"):
         return profile(kind, spec.profile, spec.dataset).replace(
-            run={"seed": spec.seed, "device": spec.device, "out": str(spec.run_dir)})
+            loop={"seed": spec.seed, "device": spec.device, "out": str(spec.run_dir)})
 
 
 def _read(checkpoint: Path, kind: str):
@@ -210,7 +210,7 @@ class FlowSCAEMethod:
         from baselines.scae.trainer import resolve_device
         cfg = self._config(spec, fill=True)
         with one_line((ScaeError, flowcaps.FlowcapsError), "flowscae training"):
-            device = resolve_device(cfg.run.device)
+            device = resolve_device(cfg.loop.device)
             flow = flowcaps.load(cfg.parts.checkpoint, device=device)
             images = load_images(spec.data_root, "train")  # (N, H, W, 3)
             parts = np.concatenate([
