@@ -1,6 +1,7 @@
 """The `flowcaps` command: train a model on a geogen dataset, or describe a checkpoint."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -11,28 +12,26 @@ from flowcaps import checkpoint, launch
 from geogen.outpath import PathParam
 from geogen.stopping import INTERRUPTED
 from trainloop import ddp
+from trainloop.configs import parse_text, route
 from trainloop.rendezvous import Rendezvous
-from flowcaps.config import ModelConfig, TrainConfig
+from flowcaps.config import RENAMED, TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
-from flowcaps.fields import parse_text
 from flowcaps.profiles import MIX_WITH, PROFILES, for_data
 from flowcaps.trainer import train as run_train
 
 
 def parse_set(items: tuple[str, ...]) -> dict:
     """`--set key=value` pairs; values are JSON (numbers, true/false, null, lists), or the text
-    itself for a string field. `model.key=value` changes a ModelConfig field."""
+    itself for a string field. `model.key=value` changes a ModelConfig field, `loop.key=value`
+    (or the loop field's bare name, `seed=1`) the loop's."""
     changes: dict = {}
     for item in items:
         if "=" not in item:
             raise FlowcapsError(f"--set expects key=value, got {item!r}")
         key, text = item.split("=", 1)
-        if key.startswith("model."):
-            key = key[len("model."):]
-            changes.setdefault("model", {})[key] = parse_text(ModelConfig, key, text)
-        else:
-            changes[key] = parse_text(TrainConfig, key, text)
-    return changes
+        key = RENAMED.get(key, key)
+        changes[key] = parse_text(TrainConfig, key, text)
+    return route(TrainConfig, changes)
 
 
 def _data_kind(data: str) -> tuple[str, int]:
@@ -137,13 +136,16 @@ def train(data, profile, out, device, epochs, batch_size, lr, pairs, max_minutes
         if profile is not None and config_file is not None:
             raise FlowcapsError("--profile and --config both give the settings; pass one")
         flags = {"out": out, "device": device, "epochs": epochs, "batch_size": batch_size,
-                 "lr": lr, "pairs": pairs, "max_minutes": max_minutes, "max_pairs": max_pairs,
+                 "lr": lr, "rows": pairs, "max_minutes": max_minutes, "max_pairs": max_pairs,
                  "seed": seed,
                  "mix_data": mix_data, "init": init}
-        changes = {k: v for k, v in flags.items() if v is not None}
-        changes.update(parse_set(sets))
-        if "epochs" in changes and "pairs" not in changes:
-            changes["pairs"] = None  # epochs asked for by name: they are the budget, not pairs
+        changes = route(TrainConfig, {k: v for k, v in flags.items() if v is not None})
+        for key, value in parse_set(sets).items():
+            both = isinstance(value, dict) and isinstance(changes.get(key), dict)
+            changes[key] = {**changes[key], **value} if both else value
+        loop = changes.get("loop")
+        if isinstance(loop, dict) and "epochs" in loop and "rows" not in loop:
+            loop["rows"] = None  # epochs asked for by name: they are the budget, not pairs
         cfg = (_profile_config(data, profile or "quick", changes) if config_file is None
                else _read_config(config_file).replace(**changes))
         rdzv = Rendezvous(nnodes=nnodes, node_rank=node_rank, endpoint=rdzv_endpoint,
@@ -177,13 +179,14 @@ def _trained(path) -> str:
 @main.command(epilog="\b\nExample:\n  flowcaps info checkpoints/flowcaps_geo_quick.pt")
 @click.argument("ckpt", type=PathParam())
 def info(ckpt) -> None:
-    """Print a checkpoint's config and training record."""
+    """Print a checkpoint's config (in today's form, whatever form it was stored in) and
+    training record."""
     try:
         blob = checkpoint.read(ckpt)
+        config = dataclasses.asdict(checkpoint.config_of(blob))
     except FlowcapsError as err:
         raise click.ClickException(str(err)) from None
-    click.echo(json.dumps({"config": json.loads(blob["config"]), "meta": checkpoint.meta_of(blob)},
-                          indent=2))
+    click.echo(json.dumps({"config": config, "meta": checkpoint.meta_of(blob)}, indent=2))
 
 
 def program() -> None:

@@ -15,7 +15,8 @@ from typing import Any
 
 from flowcaps import removed
 from flowcaps.errors import FlowcapsError
-from flowcaps.fields import build, replaced
+from trainloop.configs import build, json_object, nest_loop, replaced
+from trainloop.loop import LoopConfig
 from trainloop.seeds import MAX_SEED
 
 LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
@@ -120,20 +121,14 @@ class TrainConfig:
     states no value (batch 64, the sampled points, the initialisations), the default is ours."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    out: str = "runs/flowcaps"
-    seed: int = 0
-    device: str = "auto"
-    epochs: int = 150
-    batch_size: int = 64
+    # Budget, seed, batch (the global batch: launch.per_rank_config divides it among the ranks),
+    # guard, device and bookkeeping: the shared loop's settings. The budget is `loop.rows`,
+    # training pairs seen over all ranks (each step's global batch counts), the same on every
+    # machine, else `loop.epochs` passes over the data; `loop.max_minutes` is only a guard.
+    loop: LoopConfig = field(default_factory=lambda: LOOP)
     lr: float = 1e-4
     lr_schedule: str = "constant"
     warmup_steps: int = 0
-    # The budget: training pairs seen over all ranks (each step's global batch counts), the
-    # same on every machine; None: `epochs` passes over the data.
-    pairs: int | None = None
-    # A guard, not a budget: past this many minutes of training the run checkpoints and stops
-    # with an error (no model, no result); the schedules never read the clock.
-    max_minutes: float | None = None
     max_pairs: int | None = None  # use only the first N training pairs
     # A second dataset whose training pairs join DATA's, shuffled (max_pairs applies to each).
     mix_data: str | None = None
@@ -157,29 +152,27 @@ class TrainConfig:
     w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
-    grad_clip: float = 1.0  # 0 = off; below 0, torch's clipping would flip the gradient
     # bf16 autocast of the network, an opt-in recorded in the config: never chosen by the
     # machine, so the same config computes the same arithmetic everywhere.
     bf16: bool = False
     compile: bool = False  # torch.compile the loss step
-    threads: int = 0  # torch intra-op threads on CPU; 0 = the machine's cores / number of ranks
     # CPU processes `flowcaps.train` starts (torchrun, see flowcaps.launch); 0 = one per core.
     cpu_ranks: int = 1
-    checkpoint_minutes: float = 2.0
     # Start from this checkpoint's weights (a fine-tune; same model config), the optimizer and
     # schedules afresh: so also set prior_anneal 0 and center_warmup 0. None: fresh from `seed`.
     init: str | None = None
-    explode_factor: float = 50.0  # loss above this many times its running median -> stop
-    log_every: int = 20  # steps between CSV rows
 
     def validate(self) -> None:
         self.model.validate()
-        for name, allowed in (("device", DEVICES), ("lr_schedule", SCHEDULES),
+        for name, allowed in (("lr_schedule", SCHEDULES),
                               ("center_form", CENTER_FORMS),
                               ("appearance_background", APPEARANCE_BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
+        if self.loop.device not in DEVICES:
+            raise FlowcapsError(f"device must be one of {DEVICES}, got {self.loop.device!r}")
+        if (self.loop.epochs is not None and self.loop.epochs < 1) or self.loop.batch_size < 1 \
+                or self.lr <= 0:
             raise FlowcapsError("epochs and batch_size must be >= 1 and lr > 0")
         _check_run_limits(self)
         if not self.blur_sigmas or any(s < 0 for s in self.blur_sigmas):
@@ -197,11 +190,8 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "TrainConfig":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise FlowcapsError(f"train config is not valid JSON: {err}") from None
-        if not isinstance(raw, dict) or not isinstance(raw.get("model", {}), dict):
+        raw = json_object(text, FlowcapsError)
+        if not isinstance(raw.get("model", {}), dict):
             raise FlowcapsError("train config must be a JSON object (with an object as model)")
         return cls.from_dict(raw)
 
@@ -213,35 +203,47 @@ class TrainConfig:
             # they describe is the same either way.
             raw = {**raw, "bf16": False}
         model = removed.drop(raw.pop("model", {}), removed.MODEL_FIELDS, "model.")
-        return build(cls, {**raw, "model": build(ModelConfig, model)})
+        raw = nest_loop(raw, LOOP, RENAMED)  # older configs: the loop's settings flat, `pairs`
+        return build(cls, {**raw, "model": model}, FlowcapsError)
 
     def replace(self, **changes: Any) -> "TrainConfig":
-        """A copy with some fields changed (lists given for tuples); `model` may be a dict of
-        model-field changes."""
-        model = changes.pop("model", self.model)
-        if isinstance(model, dict):
-            model = replaced(self.model, model, "model config")
-        return replaced(self, {**changes, "model": model}, "config")
+        """A copy with some fields changed (lists given for tuples); `model` and `loop` may be
+        dicts of their fields' changes, and a loop field may be named alone (`seed`, `pairs`
+        for `loop.rows`)."""
+        return replaced(self, {RENAMED.get(k, k): v for k, v in changes.items()},
+                        FlowcapsError)
+
+
+# The shared loop's settings of the paper's run: 150 epochs of 64 pairs (the global batch),
+# gradients clipped at norm 1 (0: off). None of them changes the model.
+LOOP = LoopConfig(out="runs/flowcaps", seed=0, batch_size=64, epochs=150, grad_clip=1.0,
+                  explode_factor=50.0, log_every=20, checkpoint_minutes=2.0)
+# Names of loop settings in configs stored before the loop had its own field.
+RENAMED = {"pairs": "rows"}
 
 
 def _check_run_limits(cfg: TrainConfig) -> None:
     """The run's budget, data, processes, bookkeeping, loss weights, clip: each must be possible."""
-    checks = [(cfg.max_minutes is None or cfg.max_minutes > 0,
-               f"max_minutes must be > 0 (or null for none), got {cfg.max_minutes}"),
-              (bool(cfg.out.strip()), "out (the run folder) is empty; name a folder"),
-              (cfg.pairs is None or cfg.pairs >= 1,
-               f"pairs must be >= 1 (or null for epochs), got {cfg.pairs}"),
+    loop = cfg.loop
+    checks = [(loop.max_minutes is None or loop.max_minutes > 0,
+               f"max_minutes must be > 0 (or null for none), got {loop.max_minutes}"),
+              (bool(str(loop.out).strip()), "out (the run folder) is empty; name a folder"),
+              (loop.rows is None or loop.rows >= 1,
+               f"pairs (loop.rows) must be >= 1 (or null for epochs), got {loop.rows}"),
               (cfg.max_pairs is None or cfg.max_pairs >= 1,
                f"max_pairs must be >= 1 (or null for all), got {cfg.max_pairs}"),
-              (0 <= cfg.seed <= MAX_SEED, f"seed must be in 0..{MAX_SEED}, got {cfg.seed}"),
+              (0 <= loop.seed <= MAX_SEED, f"seed must be in 0..{MAX_SEED}, got {loop.seed}"),
               (cfg.warmup_steps >= 0, f"warmup_steps must be >= 0, got {cfg.warmup_steps}"),
-              (cfg.threads >= 0, f"threads must be >= 0 (0 = auto), got {cfg.threads}"),
-              (cfg.checkpoint_minutes >= 0, f"checkpoint_minutes must be >= 0, got {cfg.checkpoint_minutes}"),
-              (cfg.log_every >= 1, f"log_every must be >= 1, got {cfg.log_every}"),
+              (loop.threads >= 0, f"threads must be >= 0 (0 = auto), got {loop.threads}"),
+              (loop.checkpoint_minutes >= 0,
+               f"checkpoint_minutes must be >= 0, got {loop.checkpoint_minutes}"),
+              (loop.log_every >= 1, f"log_every must be >= 1, got {loop.log_every}"),
+              (loop.grad_clip is None or loop.grad_clip >= 0,
+               f"grad_clip must be >= 0 (0 = off), got {loop.grad_clip}"),
               (cfg.cpu_ranks >= 0, f"cpu_ranks must be >= 0 (0 = one per core), got {cfg.cpu_ranks}"),
               (cfg.points >= 0 and cfg.smooth_points >= 0, "points and smooth_points must be >= 0"),
               *((v >= 0, f"{n} must be >= 0 (0 = off), got {v}") for n, v in vars(cfg).items()
-                if n.startswith("w_") or n == "grad_clip")]
+                if n.startswith("w_"))]
     for ok, message in checks:
         if not ok:
             raise FlowcapsError(message)

@@ -45,11 +45,11 @@ def ranks_for(cfg: TrainConfig, device_type: str, rdzv: Rendezvous = Rendezvous(
     if cfg.cpu_ranks == 1:
         return 1
     wanted = cfg.cpu_ranks or (os.cpu_count() or 1)
-    return max(1, min(wanted, cfg.batch_size))
+    return max(1, min(wanted, cfg.loop.batch_size))
 
 
 def per_rank_config(cfg: TrainConfig, ranks: int) -> TrainConfig:
-    return cfg.replace(batch_size=cfg.batch_size // ranks, cpu_ranks=1, threads=1)
+    return cfg.replace(loop={"batch_size": cfg.loop.batch_size // ranks, "threads": 1}, cpu_ranks=1)
 
 
 def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
@@ -57,7 +57,7 @@ def launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
     """Run `flowcaps train` under torchrun with `ranks` processes on this node (and as many on
     each of the others); returns the model path. On one node this process holds the run folder
     (trainloop.lock) for the ranks; the nodes of a multi-node run share theirs unlocked."""
-    out = Path(cfg.out)
+    out = Path(cfg.loop.out)
     if rdzv.multi_node:
         return _launch(cfg, data, ranks, progress, rdzv)
     try:
@@ -77,7 +77,7 @@ def _die_with_parent() -> None:
 
 def _launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
             rdzv: Rendezvous) -> Path:
-    out = Path(cfg.out)
+    out = Path(cfg.loop.out)
     out.mkdir(parents=True, exist_ok=True)
     # Each node's ranks read their own launcher's file, so nodes started with different settings
     # train no one's config but stop with an error (trainloop checks that the ranks agree).
@@ -95,7 +95,7 @@ def _launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
 
 def _run_torchrun(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
                   rdzv: Rendezvous, spec: Path) -> Path:
-    out = Path(cfg.out)
+    out = Path(cfg.loop.out)
     cmd = [sys.executable, "-m", "torch.distributed.run", *rdzv.torchrun_args(ranks),
            "-m", "flowcaps.cli", "train", str(data),
            "--config", str(spec)] + ([] if progress else ["--quiet"])

@@ -19,7 +19,7 @@ from flowcaps.errors import FlowcapsError
 
 def paper(out: str = "runs/flowcaps-paper") -> TrainConfig:
     """The paper's settings: a GPU run of 150 epochs over 100k pairs."""
-    return TrainConfig(out=out)
+    return TrainConfig().replace(loop={"out": out})
 
 
 def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
@@ -39,8 +39,8 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
         model=model,
         # "Budget and optimiser": 512k pairs (16k steps of 32) on two CPU ranks, compiled; in
         # float32 (bf16 is an opt-in, "bf16 autocast").
-        pairs=512_000, batch_size=32, lr=3e-3, lr_schedule="cosine", warmup_steps=100,
-        compile=True, cpu_ranks=2,
+        loop={"rows": 512_000, "batch_size": 32}, lr=3e-3, lr_schedule="cosine",
+        warmup_steps=100, compile=True, cpu_ranks=2,
         # "Sampled pixels": fewer points, drawn towards edges.
         points=256, smooth_points=32, edge_sampling=0.8,
         blur_sigmas=(0.0, 1.5, 3.0),  # "Blurred render levels"
@@ -55,13 +55,14 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
 def long(out: str = "runs/flowcaps-long") -> TrainConfig:
     """The quick profile for 2.4M pairs over the paper's 100k: what more training buys."""
     # "The slow-flow prior": over a long run the spare capsule on Geo's plain background moves.
-    return quick(out).replace(pairs=2_400_000, w_slow=1e-3)
+    return quick(out).replace(loop={"rows": 2_400_000}, w_slow=1e-3)
 
 
 def gpu(out: str = "runs/flowcaps-gpu") -> TrainConfig:
     """The quick profile's model and losses on one GPU: batch 128, 1.47M pairs (what 5.25
     minutes of an H100 trained), 100k pairs."""
-    return quick(out).replace(batch_size=128, warmup_steps=200, pairs=1_472_000, cpu_ranks=1)
+    return quick(out).replace(loop={"batch_size": 128, "rows": 1_472_000}, warmup_steps=200,
+                              cpu_ranks=1)
 
 
 def smoke(out: str = "runs/flowcaps-smoke") -> TrainConfig:
@@ -70,9 +71,10 @@ def smoke(out: str = "runs/flowcaps-smoke") -> TrainConfig:
     # One thread: a model this small gains nothing from a second one, which mostly waits.
     return quick(out).replace(
         model={"enc_channels": (16, 16, 32, 32), "enc_hidden": 64},
-        epochs=2, pairs=None, batch_size=16, points=128, smooth_points=16, blur_sigmas=(0.0,),
-        both_directions=False, warmup_steps=0, compile=False, cpu_ranks=1,
-        threads=1, checkpoint_minutes=10.0, log_every=5)
+        loop={"epochs": 2, "rows": None, "batch_size": 16, "threads": 1,
+              "checkpoint_minutes": 10.0, "log_every": 5},
+        points=128, smooth_points=16, blur_sigmas=(0.0,), both_directions=False,
+        warmup_steps=0, compile=False, cpu_ranks=1)
 
 
 # In the order `flowbench` lists the benchmark's profiles (benchmark.profiles; a test keeps the

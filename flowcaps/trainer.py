@@ -82,7 +82,7 @@ def _preflight(config: TrainConfig, root: Path, ranks: int) -> None:
         clips = sum(c for _, c in parts)
         clips = clips if config.max_pairs is None else min(clips, config.max_pairs)  # as load_pairs
         local += clips // ranks * max(int(manifest.get("frames", 2)) - 1, 1)
-    _check_batch(local, ranks, config.batch_size // ranks)
+    _check_batch(local, ranks, config.loop.batch_size // ranks)
 
 
 def _roots(config: TrainConfig, data: Path) -> list[Path]:
@@ -195,7 +195,7 @@ class FlowcapsTask(trainloop.Task):
     def select(self, sel: torch.Tensor, ctx: trainloop.StepContext) -> torch.Tensor:
         if ctx.fraction < self.config.mix_first and self.mix_from is not None:
             return mix_batch(self.mix_from, ctx.rows, len(sel),
-                             self.config.seed * 100003 + ctx.rank * 7919 + ctx.step)
+                             self.config.loop.seed * 100003 + ctx.rank * 7919 + ctx.step)
         return sel
 
     def step(self, loss_fn: nn.Module, rows: tuple[torch.Tensor, ...], gen: torch.Generator,
@@ -210,14 +210,6 @@ class FlowcapsTask(trainloop.Task):
         return terms.total, {n: getattr(terms, n) for n in TERM_FIELDS}
 
 
-def loop_config(cfg: TrainConfig) -> trainloop.LoopConfig:
-    return trainloop.LoopConfig(
-        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, rows=cfg.pairs, epochs=cfg.epochs,
-        max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads,
-        grad_clip=cfg.grad_clip or None, explode_factor=cfg.explode_factor,
-        log_every=cfg.log_every, checkpoint_minutes=cfg.checkpoint_minutes)
-
-
 # What a run folder holds that `force` removes: the run's own files, never the user's others.
 RUN_FILES = (CKPT_NAME, MODEL_NAME, LOG_NAME, launch.LAUNCH_CONFIG)
 
@@ -227,7 +219,7 @@ def _check_run_folder(cfg: TrainConfig, ranks: int, data: dict[str, Any]) -> Non
     (its meta: trainloop.data_meta)."""
     from geogen.errors import GeogenError
     from geogen.outpath import check_output_folder
-    out = Path(cfg.out)
+    out = Path(cfg.loop.out)
     if out.exists() and not out.is_dir():
         raise FlowcapsError(f"--out {out} exists and is not a folder")
     try:
@@ -270,10 +262,10 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
     config.validate()
     with trainloop.errors_as(FlowcapsError):
         rendezvous.validate()
-    ranks = launch.ranks_for(config, resolve_device(config.device).type, rendezvous)
+    ranks = launch.ranks_for(config, resolve_device(config.loop.device).type, rendezvous)
     world = ranks * rendezvous.nnodes
-    if world > config.batch_size:
-        raise FlowcapsError(f"batch_size {config.batch_size} is the global batch: it needs at "
+    if world > config.loop.batch_size:
+        raise FlowcapsError(f"batch_size {config.loop.batch_size} is the global batch: it needs at "
                             f"least one pair for each of the {world} ranks")
     if "RANK" not in os.environ:  # the launcher checked these before it started the ranks
         for root in _roots(config, Path(data)):  # the data, and the data mixed in
@@ -286,8 +278,8 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
         if config.mix_data and Path(config.mix_data).resolve() == Path(data).resolve():
             raise FlowcapsError(f"--mix-data {config.mix_data} is DATA itself: every pair would "
                                 f"train twice; name another dataset (geo+ mixes in geo)")
-        if force and Path(config.out).is_dir():
-            _clear_run_folder(Path(config.out))
+        if force and Path(config.loop.out).is_dir():
+            _clear_run_folder(Path(config.loop.out))
         _check_run_folder(config, world, _data_meta(config, Path(data)))
     if world > 1:
         _preflight(config, Path(data), world)
@@ -323,5 +315,5 @@ def run(config: TrainConfig, pairs: np.ndarray, *, progress: bool = True,
     _check_size(pairs.shape[3], config)
     task = FlowcapsTask(config, mix_from)
     with trainloop.errors_as(FlowcapsError, TrainingInterrupted):
-        return trainloop.fit(task, loop_config(config), torch.from_numpy(pairs),
+        return trainloop.fit(task, config.loop, torch.from_numpy(pairs),
                              progress=progress, meta=meta, rank_part=rank_part)

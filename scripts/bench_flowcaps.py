@@ -35,13 +35,13 @@ from flowcaps.trainer import to_images
 
 def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool = True) -> dict:
     torch.manual_seed(0)
-    torch.set_num_threads(cfg.threads or 1)
+    torch.set_num_threads(cfg.loop.threads or 1)
     torch.set_flush_denormal(True)
     if keep_memory:  # as the trainer does
         keep_freed_memory()
     model = FlowCapsules(cfg.model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    pairs = torch.from_numpy(synthetic_pairs(cfg.batch_size, cfg.model.image_size))
+    pairs = torch.from_numpy(synthetic_pairs(cfg.loop.batch_size, cfg.model.image_size))
     img0, img1 = to_images(pairs, torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
 
@@ -53,7 +53,7 @@ def time_config(cfg: TrainConfig, steps: int, warmup: int = 3, keep_memory: bool
 
     fn = kernel_cache.compiled(step) if cfg.compile else step
     med, warm_s = median_step(fn, steps, warmup)
-    return {"pairs_per_s": round(cfg.batch_size / med, 1), "step_ms": round(1000 * med, 1),
+    return {"pairs_per_s": round(cfg.loop.batch_size / med, 1), "step_ms": round(1000 * med, 1),
             "warmup_s": round(warm_s, 1)}
 
 
@@ -68,7 +68,7 @@ def main(steps: int, out: str | None) -> None:
     # What one of the quick run's two ranks computes: 1 thread, half the batch, compiled, in the
     # profile's precision (float32). Each lever row changes one thing from it.
     quick = PROFILES["quick"]()
-    base = quick.replace(threads=1, cpu_ranks=1, batch_size=quick.batch_size // 2)
+    base = quick.replace(loop={"threads": 1, "batch_size": quick.loop.batch_size // 2}, cpu_ranks=1)
     bf16 = base.bf16
     rows = []
 
@@ -93,7 +93,8 @@ def main(steps: int, out: str | None) -> None:
     run("no blur pyramid (blur_sigmas=(0,))", base.replace(blur_sigmas=(0.0,)))
     run("encoder GroupNorm (model.enc_norm=8)", base.replace(model={"enc_norm": 8}))
     run("allocator thresholds off (glibc defaults)", base, keep_memory=False)
-    run("2 threads, full batch (one process)", base.replace(threads=2, batch_size=quick.batch_size))
+    run("2 threads, full batch (one process)",
+        base.replace(loop={"threads": 2, "batch_size": quick.loop.batch_size}))
     # Two 1-thread processes at once, as `torchrun --nproc-per-node 2` runs them (the gradient
     # all-reduce of ~0.5M parameters is not included; it is small next to a step).
     with mp.get_context("spawn").Pool(2) as pool:
@@ -104,13 +105,13 @@ def main(steps: int, out: str | None) -> None:
     rows.append(res)
     click.echo(json.dumps(res))
     run("paper profile settings (full grid, not compiled)", PROFILES["paper"]().replace(
-        points=0, batch_size=base.batch_size, threads=1))
+        points=0, loop={"batch_size": base.loop.batch_size, "threads": 1}))
     load = os.getloadavg()
     record = {"command": " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
               "load_average_at_end": [round(x, 2) for x in load],
               "git_commit": git_state()["commit"], "machine": machine,
               "cpu_native_bf16": cpu_has_native_bf16(), "steps_timed": steps,
-              "batch_size": base.batch_size, "quick_config": json.loads(base.to_json()),
+              "batch_size": base.loop.batch_size, "quick_config": json.loads(base.to_json()),
               "rows": rows, "wall_s": round(time.time() - t_start, 1)}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     tmp = out + ".tmp"

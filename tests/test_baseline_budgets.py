@@ -1,19 +1,17 @@
 """Every baseline's profiles are budgeted in steps at a fixed batch, never in minutes: the same
 command trains the same steps on every machine, and time is only the loop's guard (None or 0 in
-every profile). What the shared loop receives is checked, so a converter that drops the budget
+every profile). What the shared loop receives is checked, so a profile that drops the budget
 or turns a guard into one fails too; and each adapter's budget line states the steps."""
 import re
 
 import pytest
 
-from baselines.configs import loop_config
 from baselines.motiongrouping.config import PROFILES as MG_PROFILES
 from baselines.psd.config import FAITHFUL, PROFILES as PSD_PROFILES
 from baselines.psd.starts import start_loop
 from baselines.rnem import trainer as rnem_trainer
 from baselines.rnem.config import PROFILES as RNEM_PROFILES
 from baselines.scae import profile as scae_profile
-from baselines.scae import trainer as scae_trainer
 from benchmark.registry import get_method
 
 SCAE_PROFILES = ("smoke", "quick", "gpu")
@@ -27,30 +25,29 @@ def _scae(kind, name, dataset="geo"):
 def _steps(method: str, name: str) -> int:
     """The step budget of a method's profile, from its config."""
     if method == "psd":
-        return PSD_PROFILES[name].steps
+        return PSD_PROFILES[name].loop.steps
     if method == "rnem":
-        return RNEM_PROFILES[name].max_steps
+        return RNEM_PROFILES[name].loop.steps
     if method == "motiongrouping":
-        return MG_PROFILES[name].steps
-    return _scae(method, name).run.max_steps
+        return MG_PROFILES[name].loop.steps
+    return _scae(method, name).loop.steps
 
 
 def _loops():
     """(label, the config's guard, the LoopConfig it trains with) for every profile."""
     for name, cfg in {**PSD_PROFILES, "faithful": FAITHFUL}.items():
-        yield f"psd {name}", cfg.max_minutes, loop_config(cfg)
+        yield f"psd {name}", cfg.loop.max_minutes, cfg.loop
         for i in range(cfg.starts if cfg.starts > 1 else 0):
-            yield f"psd {name} start {i}", cfg.max_minutes, start_loop(cfg, i)
+            yield f"psd {name} start {i}", cfg.loop.max_minutes, start_loop(cfg, i)
     for name, cfg in RNEM_PROFILES.items():
-        yield f"rnem {name}", cfg.max_minutes, rnem_trainer.loop_config(cfg, rows=40_000)
+        yield f"rnem {name}", cfg.loop.max_minutes, rnem_trainer.run_loop(cfg, rows=40_000)
     for kind in ("scae", "flowscae"):
         for name in SCAE_PROFILES:
             for dataset in ("geo", "geo+"):
                 cfg = _scae(kind, name, dataset)
-                yield (f"{kind} {name} {dataset}", cfg.run.max_minutes,
-                       scae_trainer.loop_config(cfg))
+                yield f"{kind} {name} {dataset}", cfg.loop.max_minutes, cfg.loop
     for name, cfg in MG_PROFILES.items():
-        yield f"motiongrouping {name}", cfg.max_minutes, loop_config(cfg)
+        yield f"motiongrouping {name}", cfg.loop.max_minutes, cfg.loop
 
 
 LOOPS = list(_loops())
@@ -67,9 +64,9 @@ def test_every_profile_is_budgeted_in_steps_and_has_no_time_budget(label, guard,
 
 def test_r_nem_keeps_its_early_stopping_under_the_step_budget():
     for name, cfg in RNEM_PROFILES.items():
-        loop = rnem_trainer.loop_config(cfg, rows=40_000)
-        assert loop.patience == cfg.patience == 10 and loop.eval_every, name
-        assert loop.steps == cfg.max_steps
+        loop = rnem_trainer.run_loop(cfg, rows=40_000)
+        assert loop.patience == cfg.loop.patience == 10 and loop.eval_every, name
+        assert loop.steps == cfg.loop.steps
 
 
 @pytest.mark.parametrize("method", ["psd", "rnem", "scae", "flowscae", "motiongrouping"])

@@ -107,7 +107,8 @@ def test_ablation_axes_map_to_model_config():
     model = cfg["model"]
     assert (model["num_capsules"], model["capsule_dim"], model["dec_depth"],
             model["depth_ordering"], model["image_size"]) == (4, 8, 6, False, 32)
-    assert cfg["seed"] == 5 and cfg["out"] == "runs/x" and cfg["device"] == "cpu"
+    loop = cfg["loop"]
+    assert (loop["seed"], loop["out"], loop["device"]) == (5, "runs/x", "cpu")
     assert method.config(_spec())["model"]["num_capsules"] == 8  # the paper's default K
 
 

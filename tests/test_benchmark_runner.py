@@ -123,7 +123,7 @@ def test_run_writes_a_record_and_never_replaces_one_unasked(tiny_geo, tmp_path):
     assert path == tmp_path / "results" / "geo" / "flowcaps" / "smoke" / "seed0-test16.json"
     assert rec["data"]["manifest_hash"] == manifest_hash(tiny_geo)
     assert rec["config"]["train"]["model"]["image_size"] == SIZE
-    assert rec["config"]["trained_with"]["config"]["seed"] == rec["run_seed"]
+    assert rec["config"]["trained_with"]["config"]["loop"]["seed"] == rec["run_seed"]
     assert rec["config"]["trained_with"]["meta"]["pairs"] > 0
     assert (rec["uses_ground_truth"], rec["amodal"], rec["partial"]) == ([], True, True)
     from benchmark.records import file_sha256

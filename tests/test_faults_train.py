@@ -32,7 +32,7 @@ def launched(monkeypatch):
     def launch_(cfg, data, ranks, progress, rendezvous=None):
         calls.append(data)
         torch.manual_seed(0)
-        return checkpoint.save(f"{cfg.out}/model.pt", cfg, FlowCapsules(cfg.model),
+        return checkpoint.save(f"{cfg.loop.out}/model.pt", cfg, FlowCapsules(cfg.model),
                                meta={"step": 6, "pairs": 48, "train_seconds": 3.0,
                                      "stop_reason": "epochs"})
     monkeypatch.setattr(launch, "launch", launch_)

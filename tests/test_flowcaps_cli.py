@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from flowcaps import FlowCapsules, TrainConfig, checkpoint, launch
 from flowcaps.config import ModelConfig
 from flowcaps.cli import main
-from flowcaps.fields import parse_text
+from trainloop.configs import parse_text
+from trainloop.loop import LoopConfig
 
 from test_flowcaps_train import tiny_config
 
@@ -34,7 +35,7 @@ def _refused(args, message):
 
 @pytest.mark.parametrize("sets, message", [
     (["lr=abc"], "lr must be a number, got 'abc'"),
-    (["epochs=1.5"], "epochs must be an integer, got 1.5"),
+    (["epochs=1.5"], "loop.epochs must be an integer or null, got 1.5"),
     (["both_directions=1"], "both_directions must be true or false, got 1"),
     (["blur_sigmas=[0, \"x\"]"], "blur_sigmas must be a list of numbers"),
     (["model.enc_channels=4"], "model.enc_channels must be a list of integers, got 4"),
@@ -61,7 +62,7 @@ def test_max_minutes_must_be_positive(tiny_geo, two_ranks, minutes):
 
 def test_a_bad_init_is_found_before_the_ranks_start(tiny_geo, two_ranks, tmp_path):
     args = [str(tiny_geo), "--config", str(two_ranks), "--init"]
-    _refused(args + [str(tmp_path / "none.pt")], "no checkpoint at")
+    _refused(args + [str(tmp_path / "none.pt")], "does not exist")
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
     _refused(args + [str(junk)], "corrupt or not a torch file")
@@ -103,15 +104,21 @@ def test_a_config_file_of_the_wrong_types_is_refused(tiny_geo, two_ranks, tmp_pa
     ("model.num_capsule", "unknown model config field model.num_capsule (did you mean "
                           "model.num_capsules?); the model config fields are: "),
     ("zzz", "unknown config field zzz; the config fields are: "),
+    ("loop.sed", "unknown loop config field loop.sed (did you mean loop.seed?); the loop config "
+                 "fields are: "),
 ])
 def test_an_unknown_set_key_names_the_closest_and_every_field(tiny_geo, two_ranks, key, message):
     res = CliRunner().invoke(main, ["train", str(tiny_geo), "--set", f"{key}=1"])
     _refused([str(tiny_geo), "--config", str(two_ranks), "--set", f"{key}=1"], message)
     assert res.exit_code == 1 and res.output.count("\n") == 1, res.output  # the profile's path
     assert message in res.output and "__init__" not in res.output
-    cls, prefix = (ModelConfig, "model.") if key.startswith("model.") else (TrainConfig, "")
+    group = key.split(".")[0] if "." in key else ""
+    cls = {"model": ModelConfig, "loop": LoopConfig}.get(group, TrainConfig)
+    prefix = f"{group}." if group else ""
     listed = res.output.strip().split("fields are: ")[1].split(", ")
-    assert {prefix + f.name for f in dataclasses.fields(cls) if f.name != "model"} <= set(listed)
+    groups = {"model", "loop"}  # a group stands for its fields: model.KEY, loop.KEY
+    assert {prefix + f.name for f in dataclasses.fields(cls) if f.name not in groups} <= set(listed)
+    assert cls is not TrainConfig or {"model.KEY", "loop.KEY"} <= set(listed)
 
 
 def test_set_text_follows_the_fields_type():

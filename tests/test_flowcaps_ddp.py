@@ -82,7 +82,7 @@ def test_train_starts_its_own_ranks_and_splits_the_batch(tiny_geo, tmp_path):
     assert meta["world_size"] == 2
     assert meta["step"] == 48 // 2 // 4  # 24 pairs per rank, 4 per rank per step
     ranked = checkpoint.config_of(checkpoint.read(path))
-    assert ranked.batch_size == 4 and ranked == launch.per_rank_config(cfg, 2)
+    assert ranked.loop.batch_size == 4 and ranked == launch.per_rank_config(cfg, 2)
 
 
 def _processes_naming(text: str) -> list[int]:

@@ -5,7 +5,7 @@ import pytest
 
 from flowcaps import FlowcapsError, PROFILES, TrainConfig, checkpoint, precision
 from flowcaps import trainer as train_mod
-from flowcaps.fields import parse_text
+from trainloop.configs import parse_text
 from tests.test_flowcaps_train import tiny_config, tiny_pairs
 
 CPUINFO = """processor\t: 0
@@ -38,7 +38,7 @@ def test_an_older_config_that_let_the_machine_decide_loads_as_float32():
     raw = TrainConfig().replace(seed=3)
     blob = {**json.loads(raw.to_json()), "bf16": "auto"}
     cfg = TrainConfig.from_dict(blob)
-    assert cfg.bf16 is False and cfg.seed == 3
+    assert cfg.bf16 is False and cfg.loop.seed == 3
 
 
 @pytest.mark.parametrize("bf16", [True, False])

@@ -13,7 +13,9 @@ import flowcaps
 import flowcaps.cli
 from flowcaps import FlowcapsError, FlowCapsules, ModelConfig, TrainConfig, checkpoint
 from flowcaps import launch, removed
+from flowcaps.config import LOOP, RENAMED
 from flowcaps.profiles import BY_VARIANT, MIX_WITH, paper
+from trainloop.configs import LOOP_FIELDS, nest_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each profile's config as `flowbench run flowcaps --dataset D --profile P` builds it (seed 0,
@@ -24,10 +26,13 @@ CASES = [(d, p) for d in ("geo", "geo+") for p in ("smoke", "quick", "long", "gp
 
 
 def _without_removed(raw: dict) -> dict:
-    """The expectation less the switches removed since (each must sit at its off value)."""
+    """The expectation less the switches removed since (each must sit at its off value), its
+    loop settings nested as configs hold them now (the values unchanged: `pairs` is
+    `loop.rows`)."""
     out = removed.drop(raw, removed.TRAIN_FIELDS)
     out["model"] = removed.drop(raw["model"], removed.MODEL_FIELDS, "model.")
-    return out
+    assert not set(LOOP_FIELDS) - {"rows", "steps", "eval_every", "patience"} - set(out)
+    return nest_loop(out, LOOP, RENAMED)
 
 
 def _spec(dataset: str, profile: str) -> TrainSpec:
@@ -102,9 +107,9 @@ def test_flowcaps_train_builds_the_records_config(tmp_path, monkeypatch, name):
 
 
 def test_the_paper_profile_is_the_configs_defaults():
-    assert paper(out="x") == TrainConfig(out="x")
+    assert paper(out="x") == TrainConfig().replace(out="x")
     base = paper(out="x")
-    assert (base.lr, base.epochs, base.w_center, base.w_smooth) == (1e-4, 150, 1e-2, 1e-4)
+    assert (base.lr, base.loop.epochs, base.w_center, base.w_smooth) == (1e-4, 150, 1e-2, 1e-4)
     assert (base.model.num_capsules, base.model.capsule_dim) == (8, 32)
     assert (base.model.translation_head, base.model.background) == ("fc", "uniform")
     assert (base.blur_sigmas, base.both_directions, base.center_form) == ((0.0,), False, "spread")
@@ -130,11 +135,12 @@ def test_smoke_is_the_quick_profile_scaled_down():
     smoke, quick = (dataclasses.asdict(flowcaps.PROFILES[n](out="x")) for n in ("smoke", "quick"))
     model = {k for k in quick["model"] if smoke["model"][k] != quick["model"][k]}
     assert model == {"enc_channels", "enc_hidden"}
-    train = {k for k in quick if k != "model" and smoke[k] != quick[k]}
-    assert train == {"epochs", "pairs", "batch_size", "points", "smooth_points", "blur_sigmas",
-                     "both_directions", "warmup_steps", "compile", "cpu_ranks",
-                     "threads", "checkpoint_minutes", "log_every"}
-    assert smoke["cpu_ranks"] == 1 and not smoke["compile"] and smoke["epochs"] <= 2
+    loop = {k for k in quick["loop"] if smoke["loop"][k] != quick["loop"][k]}
+    assert loop == {"epochs", "rows", "batch_size", "threads", "checkpoint_minutes", "log_every"}
+    train = {k for k in quick if k not in ("model", "loop") and smoke[k] != quick[k]}
+    assert train == {"points", "smooth_points", "blur_sigmas", "both_directions", "warmup_steps",
+                     "compile", "cpu_ranks"}
+    assert smoke["cpu_ranks"] == 1 and not smoke["compile"] and smoke["loop"]["epochs"] <= 2
 
 
 def _saved(config_changes: dict, model_changes: dict) -> str:

@@ -92,7 +92,7 @@ def test_cli_errors_are_one_line(tmp_path):
     res = runner.invoke(cli_main, ["train", str(tmp_path), "--config", str(tmp_path / "bad.json")])
     assert res.exit_code != 0 and "not valid JSON" in res.output
     res = runner.invoke(cli_main, ["info", str(tmp_path / "missing.pt")])
-    assert res.exit_code != 0 and "no checkpoint" in res.output
+    assert res.exit_code != 0 and "does not exist" in res.output
 
 
 def test_prior_fades_out_and_the_extra_terms_train(tmp_path):
@@ -128,7 +128,7 @@ def test_init_starts_from_a_checkpoints_weights(tmp_path):
     with pytest.raises(FlowcapsError, match=r"another model config \(fields \['num_capsules'\]\)"):
         train_mod.fit(tiny_config(tmp_path / "d", init=str(base), model={"num_capsules": 4}),
                       pairs, progress=False)
-    with pytest.raises(FlowcapsError, match="no checkpoint"):
+    with pytest.raises(FlowcapsError, match="does not exist"):
         train_mod.fit(tiny_config(tmp_path / "e", init=str(tmp_path / "none.pt")), pairs, progress=False)
     base.unlink()  # resuming "b" reads its own checkpoint, not the init, and keeps its record
     again = train_mod.fit(tiny_config(tmp_path / "b", lr=1e-12, init=str(base)), pairs, progress=False)

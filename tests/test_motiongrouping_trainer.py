@@ -33,10 +33,10 @@ def test_config_json_round_trip_and_profiles():
         cfg.validate()
         assert TrainConfig.from_json(cfg.to_json()) == cfg, name
     assert PROFILES["quick"].model.num_slots >= 4  # three shapes and the background
-    assert PROFILES["quick"].threads == 1 and PROFILES["quick"].steps == 15_000
+    assert PROFILES["quick"].loop.threads == 1 and PROFILES["quick"].loop.steps == 15_000
     # The CPU budget is short of steps: small batches at half the side (the budget probes).
     quick = PROFILES["quick"]
-    assert (quick.batch_size, quick.lr, quick.warmup_steps) == (8, 5e-4, 200)
+    assert (quick.loop.batch_size, quick.lr, quick.warmup_steps) == (8, 5e-4, 200)
     assert (quick.model.work_scale, quick.model.decoder_scale) == (2, 2)
     # The official network, on the colour-coded input its README trains with
     assert PROFILES["gpu"].model == dataclasses.replace(TrainConfig().model, input_form="rgb")

@@ -22,10 +22,10 @@ from geogen import shards
 from geogen.make import MakeConfig, make_dataset
 
 REPO = Path(__file__).resolve().parents[1]
-RNEM = TrainConfig(model=ModelConfig(image_size=32, work_size=16, enc_channels=(4, 8, 8),
-                                     enc_hidden=12, state_size=10, rel_hidden=8, att_hidden=6,
-                                     dec_hidden=12, em_steps=2),
-                   clip_frames=3, max_clips=13, device="cpu")
+RNEM = TrainConfig().replace(model=ModelConfig(image_size=32, work_size=16, enc_channels=(4, 8, 8),
+                                               enc_hidden=12, state_size=10, rel_hidden=8,
+                                               att_hidden=6, dec_hidden=12, em_steps=2),
+                             clip_frames=3, max_clips=13, device="cpu")
 
 
 @pytest.fixture(scope="module")

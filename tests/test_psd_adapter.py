@@ -100,7 +100,7 @@ def test_config_refuses_unknown_profiles_and_ablation_axes(tmp_path):
     with pytest.raises(BenchmarkError, match="no Table 3 axes"):
         method.config(dataclasses.replace(spec, profile="quick", variant=Axes(num_capsules=4)))
     cfg = method.config(dataclasses.replace(spec, profile="quick"))
-    assert cfg["out"] == str(tmp_path / "run") and cfg["model"]["image_size"] == 64
+    assert cfg["loop"]["out"] == str(tmp_path / "run") and cfg["model"]["image_size"] == 64
 
 
 def test_load_refuses_a_checkpoint_of_another_method(tmp_path):

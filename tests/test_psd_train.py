@@ -23,8 +23,8 @@ SIZE, N = 32, 24
 def _cfg(out, **kw):
     model = ModelConfig(image_size=SIZE, latent_dim=5, kernel_hidden=(8,), unet_width=4,
                         motion_scale=2, motion_kernels=(3,))
-    base = TrainConfig(model=model, out=str(out), seed=1, device="cpu", threads=1, batch_size=4,
-                       steps=8, stage1_fraction=0.5, active_pairs=8, kl_active=0.0,
+    base = TrainConfig().replace(model=model, out=str(out), seed=1, device="cpu", threads=1,
+                                 batch_size=4, steps=8, stage1_fraction=0.5, active_pairs=8, kl_active=0.0,
                        retry_steps=2, log_every=1)
     return base.replace(**kw)
 
@@ -214,11 +214,12 @@ def test_config_json_round_trip_and_profiles():
         cfg.validate()
         assert TrainConfig.from_json(cfg.to_json()) == cfg, name
     quick, smoke = PROFILES["quick"], PROFILES["smoke"]
-    assert smoke.model.image_size == 32 and smoke.steps < 100 and smoke.max_minutes is None
+    assert smoke.model.image_size == 32 and smoke.loop.steps < 100
+    assert smoke.loop.max_minutes is None
     # what the shared resume rule names between them (budget and logging may differ on resume)
     diff = config_difference(dataclasses.asdict(smoke), dataclasses.asdict(quick))
-    assert {"active_pairs", "batch_size", "model.image_size"} <= set(diff)
-    assert not {"log_every", "max_minutes", "steps", "out"} & set(diff)
+    assert {"active_pairs", "loop.batch_size", "model.image_size"} <= set(diff)
+    assert not {"loop.log_every", "loop.max_minutes", "loop.steps", "loop.out"} & set(diff)
     with pytest.raises(PsdError, match="unknown"):
         TrainConfig.from_json('{"nope": 1}')
 
@@ -231,11 +232,11 @@ def test_the_long_profile_is_the_quick_model_with_its_documented_changes():
     assert set(diff) == {"lr", "kl_warmup", "w_local", "active_max_corr", "starts",
                          "stage2_fresh_optimizer", "model.odd_motion",
                          "model.stage2_feature_stride", "model.stage2_flow"}
-    assert long.steps == 28_000 and long.threads == 1 and long.starts == 3
+    assert long.loop.steps == 28_000 and long.loop.threads == 1 and long.starts == 3
     # the starts that are not trained on add 8% to the steps (two of 1,120): the profile's
     # "about 160 minutes" where its 28,000 steps took 150
     starts = [start_loop(long, i).steps for i in range(long.starts)]
-    assert starts == [1_120] * 3 and long.steps + sum(starts[1:]) == 30_240
+    assert starts == [1_120] * 3 and long.loop.steps + sum(starts[1:]) == 30_240
     assert not PROFILES["gpu"].model.odd_motion and PROFILES["gpu"].w_local == 0.0
     assert PROFILES["gpu"].model.stage2_flow == "all"  # PSD's
 

@@ -86,12 +86,12 @@ def test_every_profile_has_a_flowcaps_config_at_its_image_size():
     quick, gpu = flowcaps.PROFILES["quick"](out="x"), flowcaps.PROFILES["gpu"](out="x")
     pinned = {"layering": gpu.model.layering, "shape_code": gpu.model.shape_code}
     assert gpu.model == dataclasses.replace(quick.model, **pinned)
-    assert gpu.batch_size > quick.batch_size
+    assert gpu.loop.batch_size > quick.loop.batch_size
     # the long profile is the quick one with a longer budget and the slow-flow prior, which
     # holds back the halo that a longer run grows (docs/deviations.md)
     long = flowcaps.PROFILES["long"](out="x")
-    assert long.pairs > quick.pairs and long.w_slow > quick.w_slow == 0
-    assert long.replace(pairs=quick.pairs, w_slow=quick.w_slow) == quick
+    assert long.loop.rows > quick.loop.rows and long.w_slow > quick.w_slow == 0
+    assert long.replace(rows=quick.loop.rows, w_slow=quick.w_slow) == quick
 
 
 @pytest.mark.parametrize("attrs, message", [

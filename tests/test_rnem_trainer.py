@@ -7,10 +7,11 @@ import torch
 from baselines.rnem import PROFILES, ModelConfig, RnemError, TrainConfig
 from baselines.rnem import checkpoint, trainer
 
-TINY = TrainConfig(model=ModelConfig(image_size=16, work_size=16, enc_channels=(4, 8, 8),
-                                     enc_hidden=12, state_size=10, rel_hidden=8, att_hidden=6,
-                                     dec_hidden=12, em_steps=2),
-                   clip_frames=3, batch_size=4, max_steps=4, threads=1, log_every=1, device="cpu")
+TINY = TrainConfig().replace(model=ModelConfig(image_size=16, work_size=16, enc_channels=(4, 8, 8),
+                                               enc_hidden=12, state_size=10, rel_hidden=8,
+                                               att_hidden=6, dec_hidden=12, em_steps=2),
+                             clip_frames=3, batch_size=4, steps=4, threads=1, log_every=1,
+                             device="cpu")
 
 
 def _clips(n=12):
@@ -59,7 +60,7 @@ def test_every_profile_trains_on_the_adapters_clip_length_with_the_official_sche
     for name, cfg in PROFILES.items():
         assert cfg.clip_frames == 10, name
         # the smoke profile is the quick one scaled down: same schedule, noise, prior and start
-        assert (cfg.noise_prob, cfg.lr, cfg.patience) == (0.2, 1e-3, 10), name
+        assert (cfg.noise_prob, cfg.lr, cfg.loop.patience) == (0.2, 1e-3, 10), name
         for field in ("em_steps", "warmup", "sigma", "prior", "prior_mean", "e_epsilon",
                       "init_grid", "num_groups", "mask_init", "colour", "background_group"):
             assert getattr(cfg.model, field) == getattr(BASE.model, field), (name, field)
@@ -69,8 +70,8 @@ def test_every_profile_trains_on_the_adapters_clip_length_with_the_official_sche
         m = cfg.model
         assert (m.prior, m.background_group, m.colour, m.e_epsilon) == ("median", True, "pixel",
                                                                         0.0), name
-    assert (PROFILES["long"].model.work_size, PROFILES["long"].batch_size) == (64, 64)
-    assert PROFILES["gpu"].eval_every is None  # once an epoch, as the official code
+    assert (PROFILES["long"].model.work_size, PROFILES["long"].loop.batch_size) == (64, 64)
+    assert PROFILES["gpu"].loop.eval_every is None  # once an epoch, as the official code
 
 
 def test_the_adapter_takes_k_from_the_datas_parts(tmp_path):
@@ -116,7 +117,7 @@ def test_validation_loss_is_deterministic_and_fit_early_stops_on_it(tmp_path):
     rng = np.random.default_rng(1)
     clips = rng.integers(0, 256, (12, 3, 3, 16, 16), dtype=np.uint8)
     val = rng.integers(0, 256, (5, 3, 3, 16, 16), dtype=np.uint8)
-    cfg = TINY.replace(out=str(tmp_path / "run"), max_steps=40, eval_every=1, patience=2,
+    cfg = TINY.replace(out=str(tmp_path / "run"), steps=40, eval_every=1, patience=2,
                        lr=0.05)
     task = trainer.RnemTask(cfg, torch.from_numpy(val))
     model = task.build(torch.device("cpu"))

@@ -17,7 +17,7 @@ def _cfg(out, steps, kind="scae"):
     cfg = profile(kind, "smoke", "geo")
     if kind == "flowscae":
         cfg = cfg.replace(parts={"n_parts": 4, "n_features": 2})
-    return cfg.replace(run={"out": str(out), "max_steps": steps, "checkpoint_minutes": 0.0})
+    return cfg.replace(loop={"out": str(out), "steps": steps, "checkpoint_minutes": 0.0})
 
 
 def test_flowscae_trains_on_part_arrays_and_loads(tmp_path):

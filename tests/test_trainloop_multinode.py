@@ -113,7 +113,7 @@ def test_nodes_started_with_different_settings_refuse_to_train(tiny_geo, tmp_pat
     for code, err in results:
         assert code == 1, err
         assert err == ("Error: the ranks were started with different settings (fields "
-                       "['log_every', 'lr']); start every node with the same command"), err
+                       "['loop.log_every', 'lr']); start every node with the same command"), err
     assert not (run / "model.pt").exists() and not (run / "log.csv").exists()
 
 
@@ -144,7 +144,7 @@ def test_each_node_starts_its_share_of_the_ranks(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     cfg = smoke().replace(cpu_ranks=2)
     assert launch.ranks_for(cfg, "cpu", Rendezvous(2, endpoint="h:1")) == 2
-    assert launch.per_rank_config(cfg, 2 * 2).batch_size == cfg.batch_size // 4
+    assert launch.per_rank_config(cfg, 2 * 2).loop.batch_size == cfg.loop.batch_size // 4
 
 
 def test_torchrun_runs_with_the_stopping_warnings_quiet_and_a_users_levels_kept(tmp_path, monkeypatch):

@@ -18,4 +18,4 @@ def model_config(**changes) -> ModelConfig:
 
 
 def train_config(**changes) -> TrainConfig:
-    return TrainConfig(**{**TRAIN, **changes})
+    return TrainConfig().replace(**{**TRAIN, **changes})  # loop fields by their bare names

@@ -42,13 +42,14 @@ LOG_NAME = "log.csv"
 # Config fields a resumed run may change, at any depth of a method's config: where it runs, how
 # it reports, where its folder lies, its budget (a run may be given more steps) and its guard.
 RESUMABLE = frozenset({"out", "device", "threads", "cpu_ranks", "log_every", "checkpoint_minutes",
-                       "max_minutes", "epochs", "steps", "max_steps", "pairs", "rows"})
+                       "max_minutes", "epochs", "steps", "rows"})
 Losses = tuple[torch.Tensor, dict[str, torch.Tensor]]  # the total, and the terms the log names
 
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """What the loop needs of a method's config; each method builds it from its own."""
+    """The loop's settings: every method's config holds one as its `loop` field (one place for
+    the budget, seed, batch, guard, device, bookkeeping and early stopping)."""
 
     out: str  # the run folder
     seed: int

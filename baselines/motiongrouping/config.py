@@ -14,8 +14,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from baselines.configs import build, json_object, replaced
 from baselines.motiongrouping.errors import MotionGroupingError
+from trainloop.configs import build, json_object, nest_loop, replaced
+from trainloop.loop import LoopConfig
 
 DEVICES = ("cpu", "cuda", "auto")
 INPUT_FORMS = ("uv", "rgb")
@@ -118,11 +119,10 @@ class TrainConfig:
     """The trainer (the official `train.py` unless noted)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    out: str = "runs/motiongrouping"
-    seed: int = 0
-    device: str = "auto"
-    threads: int | None = None  # CPU threads (None: torch's default)
-    batch_size: int = 32  # flows per step (official: 32 samples of two flows each)
+    # The shared loop's settings: the budget in `loop.steps` of `loop.batch_size` flows,
+    # `loop.max_minutes` only a guard (past it the run saves its checkpoint and stops with an
+    # error, exporting no model).
+    loop: LoopConfig = field(default_factory=lambda: LOOP)
     lr: float = 5e-4
     warmup_steps: int = 200  # linear warm-up of the learning rate
     decay_steps: int = 80_000  # every this many steps the rate is multiplied by decay_rate ...
@@ -131,26 +131,20 @@ class TrainConfig:
     w_recon: float = 100.0  # official loss_scale: 1e2 x the mean squared flow error (flow units)
     w_entropy: float = 0.01  # official ent_scale
     entropy_eps: float = 1e-5  # inside the log of the entropy term
-    steps: int = 1_000_000  # the budget: steps of `batch_size` flows (official: 5e9, i.e. none)
-    # A guard, not a budget: past this many minutes of training the run saves its checkpoint
-    # and stops with an error, exporting no model (None: no guard).
-    max_minutes: float | None = None
     max_pairs: int | None = None  # train on the first pairs only (None: all)
-    checkpoint_minutes: float = 2.0
-    log_every: int = 20
-    explode_factor: float = 50.0  # stop when the loss exceeds this times its recent median
 
     def validate(self) -> None:
         self.model.validate()
-        if self.device not in DEVICES:
+        loop = self.loop
+        if loop.device not in DEVICES:
             raise MotionGroupingError(f"device must be one of {', '.join(DEVICES)}, got "
-                                      f"{self.device!r}")
-        if self.batch_size < 1 or self.steps < 1 or self.log_every < 1:
+                                      f"{loop.device!r}")
+        if loop.batch_size < 1 or loop.steps is None or loop.steps < 1 or loop.log_every < 1:
             raise MotionGroupingError(f"batch_size, steps and log_every must be >= 1, got "
-                                      f"{self.batch_size}, {self.steps}, {self.log_every}")
-        if self.max_minutes is not None and not self.max_minutes > 0:
+                                      f"{loop.batch_size}, {loop.steps}, {loop.log_every}")
+        if loop.max_minutes is not None and not loop.max_minutes > 0:
             raise MotionGroupingError(f"max_minutes (a guard) must be > 0 or None, got "
-                                      f"{self.max_minutes}")
+                                      f"{loop.max_minutes}")
         if self.warmup_steps < 0 or self.decay_steps < 1:
             raise MotionGroupingError(f"warmup_steps must be >= 0 and decay_steps >= 1, got "
                                       f"{self.warmup_steps}, {self.decay_steps}")
@@ -160,8 +154,8 @@ class TrainConfig:
                 raise MotionGroupingError(f"{name} must be finite and >= 0, got {value}")
         if self.max_pairs is not None and self.max_pairs < 1:
             raise MotionGroupingError(f"max_pairs must be >= 1, got {self.max_pairs}")
-        if self.explode_factor <= 1:
-            raise MotionGroupingError(f"explode_factor must be > 1, got {self.explode_factor}")
+        if loop.explode_factor is not None and loop.explode_factor <= 1:
+            raise MotionGroupingError(f"explode_factor must be > 1, got {loop.explode_factor}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -169,12 +163,19 @@ class TrainConfig:
     @classmethod
     def from_json(cls, text: str) -> "TrainConfig":
         raw = json_object(text, MotionGroupingError)
-        model = build(ModelConfig, raw.pop("model", {}), MotionGroupingError)
-        return build(cls, {**raw, "model": model}, MotionGroupingError)
+        raw = nest_loop(raw, LOOP)  # older configs: the loop's settings flat
+        return build(cls, raw, MotionGroupingError)
 
     def replace(self, **changes: Any) -> "TrainConfig":
-        """A copy with some fields changed; `model` may be a dict of model-field changes."""
+        """A copy with some fields changed; `model` and `loop` may be dicts of their fields'
+        changes, and a loop field may be named alone (`seed`)."""
         return replaced(self, changes, MotionGroupingError)
+
+
+# The shared loop's settings of the official training: 32 flows a step (official: 32 samples
+# of two flows each); 1,000,000 steps (official: 5e9, i.e. none) is a ceiling profiles lower.
+LOOP = LoopConfig(out="runs/motiongrouping", seed=0, batch_size=32, steps=1_000_000,
+                  explode_factor=50.0, log_every=20, checkpoint_minutes=2.0)
 
 
 # What the official README trains on (`--flow_to_rgb`); the dataclass keeps "uv", its argparse
@@ -189,7 +190,8 @@ OFFICIAL_INPUT = "rgb"
 # about a tenth more a step. A CPU's minutes are short of steps: batch 8 and the network at half
 # the side (work_scale 2) give about eleven times the steps of batch 32 at the full side in
 # equal time (docs/baselines/motiongrouping.md, the budget).
-QUICK = TrainConfig(out="runs/motiongrouping-quick", threads=1, steps=15_000, batch_size=8,
+QUICK = TrainConfig(loop=dataclasses.replace(LOOP, out="runs/motiongrouping-quick", threads=1,
+                                            steps=15_000, batch_size=8),
                     model=ModelConfig(enc_channels=(32, 64, 64), dec_channels=32, kernel_size=3,
                                       dec_kernel_size=5, decoder_scale=2, work_scale=2,
                                       input_form=OFFICIAL_INPUT))
@@ -197,13 +199,13 @@ QUICK = TrainConfig(out="runs/motiongrouping-quick", threads=1, steps=15_000, ba
 PROFILES: dict[str, TrainConfig] = {
     "quick": QUICK,
     # The contract test's: a few steps at 32 px, seconds.
-    "smoke": QUICK.replace(out="runs/motiongrouping-smoke", steps=6,
-                           batch_size=8, log_every=2,
+    "smoke": QUICK.replace(loop={"out": "runs/motiongrouping-smoke", "steps": 6,
+                                 "batch_size": 8, "log_every": 2},
                            model={"image_size": 32, "enc_channels": (8, 16, 16),
                                   "dec_channels": 8, "iters": 2}),
     # One GPU: the official network and batch, 1,000 steps of 32. Not measured (no GPU has run
     # it): an estimate of 10 minutes of an H100 (docs/baselines/motiongrouping.md).
-    "gpu": TrainConfig(out="runs/motiongrouping-gpu", steps=1_000,
+    "gpu": TrainConfig(loop=dataclasses.replace(LOOP, out="runs/motiongrouping-gpu", steps=1_000),
                        model=ModelConfig(input_form=OFFICIAL_INPUT)),
 }
 
@@ -219,5 +221,5 @@ def profile(name: str, out: str, num_slots: int | None = None) -> TrainConfig:
     if name not in PROFILES:
         raise MotionGroupingError(f"motiongrouping has no profile {name!r} (profiles: "
                                   f"{', '.join(PROFILES)})")
-    cfg = PROFILES[name].replace(out=out)
+    cfg = PROFILES[name].replace(loop={"out": out})
     return cfg if num_slots is None else cfg.replace(model={"num_slots": num_slots})

@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 import trainloop
-from baselines.configs import loop_config
 from baselines.motiongrouping import checkpoint
 from baselines.motiongrouping.config import TrainConfig
 from baselines.motiongrouping.errors import MotionGroupingError
@@ -99,5 +98,5 @@ def fit(config: TrainConfig, flow: np.ndarray, *, progress: bool = True,
     if not np.issubdtype(flow.dtype, np.floating):
         raise MotionGroupingError(f"flow must be floating point, got {flow.dtype}")
     with trainloop.errors_as(MotionGroupingError):
-        return trainloop.fit(MotionGroupingTask(cfg), loop_config(cfg), (torch.from_numpy(flow),),
+        return trainloop.fit(MotionGroupingTask(cfg), cfg.loop, (torch.from_numpy(flow),),
                              progress=progress, meta=meta)[1]

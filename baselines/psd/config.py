@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from baselines.configs import build, json_object, replaced
 from baselines.psd.errors import PsdError
+from trainloop.configs import build, json_object, nest_loop, replaced
+from trainloop.loop import LoopConfig
 
 DEVICES = ("cpu", "cuda", "auto")
 
@@ -102,17 +103,12 @@ class TrainConfig:
     the motion encoder, keeps the active dimensions and learns the structure."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    out: str = "runs/psd"
-    seed: int = 0
-    device: str = "auto"
-    threads: int | None = None  # CPU threads (None: torch's default)
-    batch_size: int = 16  # PSD's demo: 32; smaller steps learn more per pair (docs/baselines/psd.md)
+    # The shared loop's settings: the budget in `loop.steps` (every schedule follows it),
+    # `loop.max_minutes` only a guard (past it the run saves its checkpoint and stops with an
+    # error, exporting no model).
+    loop: LoopConfig = field(default_factory=lambda: LOOP)
     lr: float = 2e-3
     structure_lr: float = 0.05  # the structure logits start at -10 and must reach ~0 in budget
-    steps: int = 100000  # the budget: steps of `batch_size` pairs; every schedule follows it
-    # A guard, not a budget: past this many minutes of training the run saves its checkpoint
-    # and stops with an error, exporting no model (None: no guard).
-    max_minutes: float | None = None
     stage1_fraction: float = 0.8  # share of the step budget before choosing active dimensions
     # Stage 2 starts with a fresh Adam (moments and step counts cleared) rather than stage 1's
     # state carried over; PSD publishes no schedule (experiments/2026-12-07-psd-fresh-adam).
@@ -143,19 +139,18 @@ class TrainConfig:
     starts: int = 1
     start_fraction: float = 0.04
     probe_pairs: int = 512  # train pairs the finished run's probe scores (baselines.psd.probe)
-    checkpoint_minutes: float = 2.0
-    log_every: int = 20
-    explode_factor: float = 50.0  # stop when the loss exceeds this times its recent median
 
     def validate(self) -> None:
         self.model.validate()
-        if self.device not in DEVICES:
-            raise PsdError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        if self.batch_size < 2:  # batch norm needs two samples
-            raise PsdError(f"batch_size must be >= 2, got {self.batch_size}")
-        if self.steps < 1 or (self.max_minutes is not None and self.max_minutes <= 0):
+        loop = self.loop
+        if loop.device not in DEVICES:
+            raise PsdError(f"device must be one of {', '.join(DEVICES)}, got {loop.device!r}")
+        if loop.batch_size < 2:  # batch norm needs two samples
+            raise PsdError(f"batch_size must be >= 2, got {loop.batch_size}")
+        if loop.steps is None or loop.steps < 1 or (loop.max_minutes is not None
+                                                    and loop.max_minutes <= 0):
             raise PsdError(f"steps (the budget) must be >= 1 and max_minutes (a guard) > 0 or "
-                           f"None, got {self.steps}, {self.max_minutes}")
+                           f"None, got {loop.steps}, {loop.max_minutes}")
         if not 0 < self.stage1_fraction < 1:
             raise PsdError(f"stage1_fraction must be in (0, 1), got {self.stage1_fraction}")
         if not 0 <= self.kl_warmup <= self.stage1_fraction:
@@ -172,7 +167,8 @@ class TrainConfig:
                            f"{self.stage1_fraction}), got {self.starts}, {self.start_fraction}")
         if not 0 < self.active_max_corr <= 1:
             raise PsdError(f"active_max_corr must be in (0, 1], got {self.active_max_corr}")
-        if self.active_pairs < 2 or self.explode_factor <= 1 or self.log_every < 1:
+        if self.active_pairs < 2 or (loop.explode_factor is not None
+                                     and loop.explode_factor <= 1) or loop.log_every < 1:
             raise PsdError("active_pairs must be >= 2, explode_factor > 1, log_every >= 1")
 
     def to_json(self) -> str:
@@ -185,13 +181,19 @@ class TrainConfig:
         model = dict(raw.pop("model", {}))
         if model and "odd_motion" not in model:  # written before these switches existed
             model = {**LEGACY_MODEL, "motion_encoder_layers": None, **model}
-        return build(cls, {**raw, "model": build(ModelConfig, model, PsdError)}, PsdError)
+        raw = nest_loop(raw, LOOP)  # older configs: the loop's settings flat beside PSD's
+        return build(cls, {**raw, "model": model}, PsdError)
 
     def replace(self, **changes: Any) -> "TrainConfig":
-        """A copy with some fields changed; `model` may be a dict of model-field changes."""
+        """A copy with some fields changed; `model` and `loop` may be dicts of their fields'
+        changes, and a loop field may be named alone (`seed`)."""
         return replaced(self, changes, PsdError)
 
 
+# The shared loop's settings PSD trains with unless a profile says otherwise: 100,000 steps of
+# 16 pairs (PSD's demo: 32; smaller steps learn more per pair, docs/baselines/psd.md).
+LOOP = LoopConfig(out="runs/psd", seed=0, batch_size=16, steps=100_000, explode_factor=50.0,
+                  log_every=20, checkpoint_minutes=2.0)
 # What a checkpoint written before the faithful profile trained with, for the fields it lacks.
 LEGACY_MODEL = {"odd_motion": True, "unet_down_bias": True, "bn_init_std": 0.0}
 # Train fields that no longer exist: forced dead dims active; a stage-2 pair reserve that cost
@@ -201,13 +203,13 @@ RETIRED = ("min_active", "stage2_pairs", "stage2_speed")
 # The faithful model (PSD's public code) at the data's side, PSD's training as we read it:
 # the gpu profile's, and the base of the others. 8,000 steps of 16 (128k pairs): about what
 # its 160-minute record trained on one CPU thread.
-FAITHFUL = TrainConfig(out="runs/psd-faithful", threads=1, steps=8_000)
+FAITHFUL = TrainConfig().replace(loop={"out": "runs/psd-faithful", "threads": 1, "steps": 8_000})
 
 # The quick profile: 4,000 steps of 16 (64k pairs), about 22 minutes of training on one thread
 # of a 2-core CPU (30 wall with data and evaluation). It gives up the full-size motion decoder
 # (half size, kernels halved, upsampled) and the UNet's width, so that it sees enough pairs for
 # its parts to separate (docs/baselines/psd.md).
-QUICK = FAITHFUL.replace(out="runs/psd-quick", steps=4_000,
+QUICK = FAITHFUL.replace(loop={"out": "runs/psd-quick", "steps": 4_000},
                          model={"motion_scale": 2, "motion_kernels": (5, 5, 3, 3),
                                 "unet_width": 16})
 
@@ -225,7 +227,7 @@ QUICK = FAITHFUL.replace(out="runs/psd-quick", steps=4_000,
 # the circle's motion where the circle's mask fell short (experiments/2026-12-07-psd-stage2-flow).
 # Stage 2 with a fresh Adam: with stage 1's state carried over, seed 1 kept the circle's local
 # motion on the triangle and lost the triangle's (experiments/2026-12-07-psd-fresh-adam).
-LONG = QUICK.replace(out="runs/psd-long", steps=28_000, lr=5e-3, kl_warmup=0.25,
+LONG = QUICK.replace(loop={"out": "runs/psd-long", "steps": 28_000}, lr=5e-3, kl_warmup=0.25,
                      w_local=0.5, active_max_corr=0.5, starts=3, stage2_fresh_optimizer=True,
                      model={"odd_motion": True, "stage2_feature_stride": 2,
                             "stage2_flow": "active"})
@@ -235,10 +237,12 @@ PROFILES: dict[str, TrainConfig] = {
     "long": LONG,
     # The contract test's: a few dozen steps at 32 px, seconds; they reach about 0.08 nats, so
     # its live-dimension threshold is lower.
-    "smoke": QUICK.replace(out="runs/psd-smoke", steps=40, kl_active=0.05,
-                           batch_size=8, active_pairs=16, probe_pairs=16, log_every=5,
+    "smoke": QUICK.replace(loop={"out": "runs/psd-smoke", "steps": 40, "batch_size": 8,
+                                 "log_every": 5},
+                           kl_active=0.05, active_pairs=16, probe_pairs=16,
                            model={"image_size": 32, "unet_width": 8}),
     # One GPU: the faithful model, PSD's demo batch; 13,000 steps of 32 (416k pairs). Not
     # measured (no GPU has run it): an estimate of 15 minutes of an H100 (docs/baselines/psd.md).
-    "gpu": FAITHFUL.replace(out="runs/psd-gpu", threads=None, batch_size=32, steps=13_000),
+    "gpu": FAITHFUL.replace(loop={"out": "runs/psd-gpu", "threads": 0, "batch_size": 32,
+                                  "steps": 13_000}),
 }

@@ -20,7 +20,6 @@ from typing import Any, Callable
 import torch
 
 import trainloop
-from baselines.configs import loop_config
 from baselines.psd import checkpoint
 from baselines.psd.config import TrainConfig
 from baselines.psd.errors import PsdError
@@ -46,9 +45,10 @@ def start_score(log_path: Path) -> float:
 def start_loop(cfg: TrainConfig, i: int) -> trainloop.LoopConfig:
     """Start i's loop: its own folder and seed, `start_fraction` of the run's steps. The run's
     time guard, if any, guards each start whole: a guard stops a run, it never sizes one."""
-    loop = loop_config(cfg.replace(out=str(Path(cfg.out) / "starts" / str(i)),
-                                   seed=start_seed(cfg.seed, i)))
-    return dataclasses.replace(loop, steps=max(1, math.ceil(cfg.steps * cfg.start_fraction)))
+    loop = cfg.loop
+    return dataclasses.replace(loop, out=str(Path(loop.out) / "starts" / str(i)),
+                               seed=start_seed(loop.seed, i),
+                               steps=max(1, math.ceil(loop.steps * cfg.start_fraction)))
 
 
 def begin_with_best_start(cfg: TrainConfig, make_task: Callable[..., trainloop.Task],
@@ -56,7 +56,7 @@ def begin_with_best_start(cfg: TrainConfig, make_task: Callable[..., trainloop.T
                           meta: dict[str, Any] | None) -> None:
     """Train the starts not yet finished, then put the best one in place as the run's
     checkpoint. `make_task(start_only=True)` builds a start's task."""
-    out = Path(cfg.out)
+    out = Path(cfg.loop.out)
     scores = []
     for i in range(cfg.starts):
         loop = start_loop(cfg, i)
@@ -69,7 +69,7 @@ def begin_with_best_start(cfg: TrainConfig, make_task: Callable[..., trainloop.T
     blob = checkpoint.read(folder / trainloop.CKPT_NAME)
     blob["config"] = cfg.to_json()  # the run's own (seed and budget included)
     progress_state = {**trainloop.checkpoint.progress_of(blob), "start": best,
-                      "starts": [{"seed": start_seed(cfg.seed, i), "flow": round(s, 5)}
+                      "starts": [{"seed": start_seed(cfg.loop.seed, i), "flow": round(s, 5)}
                                  for i, s in enumerate(scores)]}
     blob["progress"] = json.dumps(progress_state, sort_keys=True)
     shutil.copyfile(folder / trainloop.LOG_NAME, out / trainloop.LOG_NAME)

@@ -18,7 +18,6 @@ import torch
 from torch import nn
 
 import trainloop
-from baselines.configs import loop_config
 from baselines.psd import checkpoint, starts
 from baselines.psd.config import TrainConfig
 from baselines.psd.data import load_train, load_visible, part_names
@@ -118,7 +117,7 @@ class PsdTask(trainloop.Task):
         """How far the whole run is: its step over its step budget, in a start too (whose own
         loop's fraction is over the start's steps). Never the clock: the stage switch and the
         KL warm-up come at the same step on every machine."""
-        return ctx.step / self.config.steps
+        return ctx.step / self.config.loop.steps
 
     @property
     def fresh_optimizer_each_phase(self) -> bool:  # the loop's phase is PSD's stage 2
@@ -140,7 +139,7 @@ class PsdTask(trainloop.Task):
         state["kl"], state["kl_step"] = [round(float(v), 5) for v in kl], state["step"]
         active = choose_active(kl, self.config.kl_active, means, self.config.active_max_corr)
         if active:
-            checkpoint.save(Path(self.config.out) / STAGE1_NAME, self.config, model,
+            checkpoint.save(Path(self.config.loop.out) / STAGE1_NAME, self.config, model,
                             meta={"step": state["step"], "kl": state["kl"], "active_dims": active})
             model.set_active(active)
             state["stage2_step"] = state["step"]
@@ -208,10 +207,10 @@ def fit(config: TrainConfig, frames: np.ndarray, flow: np.ndarray, *, progress: 
                        f"parts are named ({', '.join(parts)})")
     frames_t, flow_t = torch.from_numpy(frames), torch.from_numpy(flow)
     with trainloop.errors_as(PsdError):
-        if cfg.starts > 1 and not (Path(cfg.out) / CKPT_NAME).exists():
+        if cfg.starts > 1 and not (Path(cfg.loop.out) / CKPT_NAME).exists():
             starts.begin_with_best_start(
                 cfg, lambda **kw: PsdTask(cfg, frames_t, flow_t, visible, parts, **kw),
                 (frames_t, flow_t), progress=progress, meta=meta)
-        return trainloop.fit(PsdTask(cfg, frames_t, flow_t, visible, parts), loop_config(cfg),
+        return trainloop.fit(PsdTask(cfg, frames_t, flow_t, visible, parts), cfg.loop,
                              (frames_t, flow_t),
                              progress=progress, meta=meta)[1]

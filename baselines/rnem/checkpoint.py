@@ -1,7 +1,7 @@
-"""R-NEM checkpoints in the baselines' shared file format (baselines.checkpoint): the run's
+"""R-NEM checkpoints in the shared file format (trainloop.checkpoint): the run's
 `checkpoint.pt` also holds the optimiser and progress (for resuming); the exported `model.pt`
 holds the config, weights and meta."""
-from baselines.checkpoint import Kind, meta_of, sha256  # noqa: F401  (part of this module's API)
+from trainloop.checkpoint import Kind, meta_of, sha256  # noqa: F401  (part of this module's API)
 from baselines.rnem.config import TrainConfig
 from baselines.rnem.errors import RnemError
 from baselines.rnem.model import RNEM

@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from baselines.configs import build, json_object, replaced
 from baselines.rnem.errors import RnemError
+from trainloop.configs import build, json_object, nest_loop, replaced
+from trainloop.loop import LoopConfig
 
 DEVICES = ("cpu", "cuda", "auto")
 PRIORS = ("fixed", "median")
@@ -113,45 +114,33 @@ class ModelConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    seed: int = 0
-    out: str = "runs/rnem"
-    device: str = "auto"
-    threads: int = 0  # CPU threads; 0 = all cores
+    # The shared loop's settings: the budget is at most `loop.steps` steps of `batch_size`
+    # clips, fewer when early stopping ends the run (R-NEM's 500 epochs are never reached);
+    # `loop.max_minutes` only a guard. Early stopping (R-NEM's): the validation loss every
+    # `loop.eval_every` steps (None: once an epoch), stop after `loop.patience` evaluations
+    # without a new best, export the best weights.
+    loop: LoopConfig = field(default_factory=lambda: LOOP)
     clip_frames: int = 10  # T: frames per training clip (fewer if the data has fewer)
     max_clips: int | None = None  # read at most this many training clips
-    batch_size: int = 64
     lr: float = 1e-3  # Adam, fixed
     noise_prob: float = 0.2  # masked-uniform corruption of the input frames
-    grad_clip: float | None = None
-    # The budget: at most this many steps of `batch_size` clips, fewer when early stopping ends
-    # the run (R-NEM's 500 epochs are never reached).
-    max_steps: int = 10_000_000
-    # A guard, not a budget: past this many minutes of training the run saves its checkpoint
-    # and stops with an error, exporting no model (None: no guard).
-    max_minutes: float | None = None
-    # Early stopping (R-NEM's): the validation loss every `eval_every` steps (None: once an
-    # epoch), stop after `patience` evaluations without a new best, export the best weights.
     val_clips: int = 1000  # validation clips read (0: no validation, no early stopping)
-    eval_every: int | None = None
-    patience: int | None = 10
-    checkpoint_minutes: float = 2.0
-    log_every: int = 20
-    explode_factor: float = 50.0  # loss above this many times its running median -> stop
 
     def validate(self) -> None:
         self.model.validate()
-        if self.device not in DEVICES:
-            raise RnemError(f"device must be one of {DEVICES}, got {self.device!r}")
+        loop = self.loop
+        if loop.device not in DEVICES:
+            raise RnemError(f"device must be one of {DEVICES}, got {loop.device!r}")
         if self.clip_frames < 2:
             raise RnemError(f"clip_frames must be >= 2, got {self.clip_frames}")
-        if self.batch_size < 1 or self.lr <= 0 or self.max_steps < 1:
+        if loop.batch_size < 1 or self.lr <= 0 or loop.steps is None or loop.steps < 1:
             raise RnemError("batch_size and max_steps must be >= 1 and lr > 0")
         if not 0 <= self.noise_prob < 1:
             raise RnemError(f"noise_prob must be in [0, 1), got {self.noise_prob}")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            raise RnemError(f"max_minutes (a guard) must be > 0 or None, got {self.max_minutes}")
-        if self.val_clips < 0 or (self.eval_every is not None and self.eval_every < 1) or (
-                self.patience is not None and self.patience < 1):
+        if loop.max_minutes is not None and loop.max_minutes <= 0:
+            raise RnemError(f"max_minutes (a guard) must be > 0 or None, got {loop.max_minutes}")
+        if self.val_clips < 0 or (loop.eval_every is not None and loop.eval_every < 1) or (
+                loop.patience is not None and loop.patience < 1):
             raise RnemError("val_clips must be >= 0, eval_every and patience >= 1 (or None)")
 
     def to_json(self) -> str:
@@ -163,12 +152,21 @@ class TrainConfig:
         model = raw.pop("model", {})
         if isinstance(model, dict):  # what a field missing from an older config meant then
             model = {**_BEFORE_FIELDS, **model}
-        model = build(ModelConfig, model, RnemError)
+        raw = nest_loop(raw, LOOP, RENAMED)  # older configs: the loop's settings flat
         return build(cls, {**raw, "model": model}, RnemError)
 
     def replace(self, **changes: Any) -> "TrainConfig":
-        """A copy with some fields changed; `model` may be a dict of model-field changes."""
+        """A copy with some fields changed; `model` and `loop` may be dicts of their fields'
+        changes, and a loop field may be named alone (`seed`)."""
         return replaced(self, changes, RnemError)
+
+
+# The shared loop's settings of R-NEM's training: batches of 64 clips until early stopping
+# (patience 10); the step budget is only a ceiling every profile lowers.
+LOOP = LoopConfig(out="runs/rnem", seed=0, batch_size=64, steps=10_000_000, explode_factor=50.0,
+                  log_every=20, checkpoint_minutes=2.0, patience=10)
+# Names of loop settings in configs stored before the loop had its own field.
+RENAMED = {"max_steps": "steps"}
 
 
 def groups_for(parts: int, background_group: bool = False) -> int:
@@ -191,26 +189,28 @@ BASE = TrainConfig(model=ModelConfig(prior="median", background_group=True, colo
 # 1,500 steps of 64 clips, about 150 minutes of training there (under 3 hours with the data and
 # evaluation). An epoch of 30k clips is more than the budget, so the validation loss is taken
 # every 150 steps on 256 clips; 30k clips at 64 px are 3.7 GB in memory.
-LONG = BASE.replace(max_steps=1_500, max_clips=30_000, val_clips=256, eval_every=150,
-                    threads=1)
+LONG = BASE.replace(loop={"steps": 1_500, "eval_every": 150, "threads": 1}, max_clips=30_000,
+                    val_clips=256)
 
 # Quick: gives up the 64 px side and the batch of 64 (32 px and 16: four times the updates per
 # minute) and keeps everything else; at most 2,800 steps of 16 clips, about 20 minutes of
 # training on one core (30 with the clip data, loading and evaluation).
-QUICK = BASE.replace(model={"work_size": 32}, batch_size=16, max_steps=2_800, val_clips=200,
-                     eval_every=200, threads=1)
+QUICK = BASE.replace(model={"work_size": 32},
+                     loop={"batch_size": 16, "steps": 2_800, "eval_every": 200, "threads": 1},
+                     val_clips=200)
 
 PROFILES: dict[str, TrainConfig] = {
     # The contract test's: the quick model scaled down, a few steps at 32 px, one thread.
     "smoke": QUICK.replace(model={"image_size": 32, "enc_hidden": 64, "state_size": 32,
                                   "rel_hidden": 32, "att_hidden": 16, "dec_hidden": 64},
-                           batch_size=8, max_steps=4, threads=1, log_every=1,
-                           val_clips=8, eval_every=2),
+                           loop={"batch_size": 8, "steps": 4, "threads": 1, "log_every": 1,
+                                 "eval_every": 2},
+                           val_clips=8),
     "quick": QUICK,
     "long": LONG,
     # One GPU: BASE, early stopping once an epoch; at most 20,000 steps of 64 clips. Not
     # measured (no GPU has run it): an estimate of an hour of an H100 (docs/baselines/rnem.md).
-    "gpu": BASE.replace(max_steps=20_000),
+    "gpu": BASE.replace(loop={"steps": 20_000}),
 }
 
 
@@ -218,4 +218,4 @@ def profile(name: str, out: str) -> TrainConfig:
     """The named profile's config writing to `out`."""
     if name not in PROFILES:
         raise RnemError(f"rnem has no profile {name!r} (profiles: {', '.join(PROFILES)})")
-    return PROFILES[name].replace(out=out)
+    return PROFILES[name].replace(loop={"out": out})

@@ -9,6 +9,7 @@ uninterrupted one.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,7 @@ class RnemTask(trainloop.Task):
         if self.val is None:
             return None
         gen = torch.Generator(device=device).manual_seed(VAL_SEED)
-        total, b = 0.0, self.config.batch_size
+        total, b = 0.0, self.config.loop.batch_size
         for at in range(0, len(self.val), b):
             clip = self.val[at:at + b].to(device).float() / 255  # (B, T, C, H, W)
             total += float(clip_loss(model, clip, self.config, gen)[0]) * len(clip)
@@ -148,15 +149,11 @@ def _data_meta(data: str | Path) -> dict[str, Any]:
         return trainloop.data_meta(data)
 
 
-def loop_config(cfg: TrainConfig, rows: int) -> trainloop.LoopConfig:
-    """The loop's settings for `rows` training clips (an epoch's steps for eval_every None)."""
-    every = cfg.eval_every or max(1, rows // cfg.batch_size)
-    return trainloop.LoopConfig(
-        out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size, steps=cfg.max_steps,
-        max_minutes=cfg.max_minutes, device=cfg.device, threads=cfg.threads,
-        grad_clip=cfg.grad_clip, explode_factor=cfg.explode_factor, log_every=cfg.log_every,
-        checkpoint_minutes=cfg.checkpoint_minutes,
-        eval_every=every if cfg.val_clips else None, patience=cfg.patience)
+def run_loop(cfg: TrainConfig, rows: int) -> trainloop.LoopConfig:
+    """The run's loop for `rows` training clips: validation once an epoch where the config's
+    `loop.eval_every` is None, none without validation clips."""
+    every = cfg.loop.eval_every or max(1, rows // cfg.loop.batch_size)
+    return dataclasses.replace(cfg.loop, eval_every=every if cfg.val_clips else None)
 
 
 def _check(clips: np.ndarray, cfg: TrainConfig, what: str) -> None:
@@ -179,5 +176,5 @@ def fit(cfg: TrainConfig, clips: np.ndarray, *, val: np.ndarray | None = None,
             "val_clips": 0 if val is None else len(val)}
     task = RnemTask(cfg, None if val is None else torch.from_numpy(val))
     with trainloop.errors_as(RnemError):
-        return trainloop.fit(task, loop_config(cfg, len(clips)), torch.from_numpy(clips),
+        return trainloop.fit(task, run_loop(cfg, len(clips)), torch.from_numpy(clips),
                              progress=progress, meta=meta)[1]

@@ -1,7 +1,7 @@
-"""SCAE checkpoints in the baselines' shared file format (baselines.checkpoint): the run's
+"""SCAE checkpoints in the shared file format (trainloop.checkpoint): the run's
 `checkpoint.pt` also holds the optimiser and progress (for resuming); the exported `model.pt`
 holds the config, weights and meta."""
-from baselines.checkpoint import Kind, meta_of, sha256  # noqa: F401  (part of this module's API)
+from trainloop.checkpoint import Kind, meta_of, sha256  # noqa: F401  (part of this module's API)
 from baselines.scae.config import SCAEConfig
 from baselines.scae.errors import ScaeError
 from baselines.scae.model import build

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baselines.scae.errors import ScaeError
+from trainloop.configs import build, json_object, nest_loop, replaced
+from trainloop.loop import LoopConfig
 
 TEMPLATE_KINDS = ("coloured", "textured")
 
@@ -89,32 +91,6 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """How long and where a run trains."""
-
-    batch_size: int = 32
-    max_steps: int = 0  # the budget: steps of `batch_size` samples (every profile sets it)
-    # A guard, not a budget: past this many minutes of training the run saves its checkpoint
-    # and stops with an error, exporting no model (0: no guard).
-    max_minutes: float = 0.0
-    seed: int = 0
-    device: str = "auto"
-    threads: int = 0  # torch CPU threads; 0: one per core
-    out: str = "runs/scae"
-    log_every: int = 50
-    checkpoint_minutes: float = 5.0
-
-    def validate(self) -> None:
-        if self.batch_size < 1:
-            raise ScaeError("batch_size must be >= 1")
-        if self.max_steps < 1:
-            raise ScaeError(f"max_steps (the budget) must be >= 1, got {self.max_steps}; "
-                            f"max_minutes is only a guard")
-        if self.max_minutes < 0:
-            raise ScaeError(f"max_minutes (a guard; 0: none) must be >= 0, got {self.max_minutes}")
-
-
-@dataclass(frozen=True)
 class FlowPartsConfig:
     """Where FlowSCAE's part capsules come from: a FlowCapsules checkpoint."""
 
@@ -133,45 +109,55 @@ class SCAEConfig:
     pcae: PCAEConfig = field(default_factory=PCAEConfig)
     ocae: OCAEConfig = field(default_factory=OCAEConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    run: RunConfig = field(default_factory=RunConfig)
+    # How long and where a run trains: the shared loop's settings, the budget in `loop.steps`
+    # of `loop.batch_size` samples (every profile sets it), `loop.max_minutes` only a guard.
+    loop: LoopConfig = field(default_factory=lambda: LOOP)
     parts: FlowPartsConfig = field(default_factory=FlowPartsConfig)
 
     def validate(self) -> None:
         if self.kind not in ("scae", "flowscae"):
             raise ScaeError(f"kind must be scae or flowscae, got {self.kind!r}")
-        for part in (self.pcae, self.ocae, self.optim, self.run):
+        for part in (self.pcae, self.ocae, self.optim):
             part.validate()
+        loop = self.loop
+        if loop.batch_size < 1:
+            raise ScaeError("batch_size must be >= 1")
+        if loop.steps is None or loop.steps < 1:
+            raise ScaeError(f"steps (the budget) must be >= 1, got {loop.steps}; max_minutes "
+                            f"is only a guard")
+        if loop.max_minutes is not None and loop.max_minutes <= 0:
+            raise ScaeError(f"max_minutes (a guard; None: none) must be > 0, got "
+                            f"{loop.max_minutes}")
         if self.kind == "flowscae" and self.parts.n_parts < 1:
             raise ScaeError("a flowscae config needs parts.n_parts (set from its checkpoint)")
 
     def replace(self, **groups: dict[str, Any] | Any) -> "SCAEConfig":
-        """A copy with fields replaced; a dict value updates that group's fields."""
-        out = {}
-        for name, value in groups.items():
-            current = getattr(self, name)
-            out[name] = (dataclasses.replace(current, **value) if isinstance(value, dict)
-                         else value)
-        return dataclasses.replace(self, **out)
+        """A copy with fields replaced; a dict value updates that group's fields (a loop field
+        may be named alone: `seed`)."""
+        return replaced(self, groups, ScaeError)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @staticmethod
     def from_json(text: str) -> "SCAEConfig":
-        try:
-            raw = json.loads(text)
-            groups = {"pcae": PCAEConfig, "ocae": OCAEConfig, "optim": OptimConfig,
-                      "run": RunConfig, "parts": FlowPartsConfig}
-            kw: dict[str, Any] = {"kind": raw["kind"]}
-            for name, cls in groups.items():
-                values = dict(raw[name])
-                for f in dataclasses.fields(cls):  # JSON turns tuples into lists
-                    if isinstance(values.get(f.name), list):
-                        values[f.name] = tuple(values[f.name])
-                kw[name] = cls(**values)
-            return SCAEConfig(**kw)
-        except (KeyError, TypeError, ValueError) as err:
-            raise ScaeError(f"not an SCAE config ({type(err).__name__}: {err})") from None
+        raw = json_object(text, ScaeError)
+        if not isinstance(raw.get("kind"), str):
+            raise ScaeError("not an SCAE config (it names no kind)")
+        run = raw.pop("run", None)
+        if isinstance(run, dict):  # older configs: the loop's settings in a group of their own
+            run = {**run, "max_minutes": run.get("max_minutes") or None}  # 0 was no guard
+            raw = {**nest_loop(run, LOOP, RENAMED), **raw}
+        return build(SCAEConfig, raw, ScaeError)
+
+
+# The shared loop's settings of every SCAE run unless a profile says otherwise. No loss guard
+# (explode_factor None): the loss is a negative log-likelihood, no ratio to a median means
+# anything. No budget: every profile sets its steps.
+LOOP = LoopConfig(out="runs/scae", seed=0, batch_size=32, steps=None, threads=0,
+                  explode_factor=None, log_every=50, checkpoint_minutes=5.0)
+# Names of loop settings in configs stored before the loop had its own field.
+RENAMED = {"max_steps": "steps"}
 
 
 # --- profiles -------------------------------------------------------------------------------
@@ -184,14 +170,14 @@ BASE_SCAE = SCAEConfig(
     ocae=OCAEConfig(),
     # SCAE's run script's rate: at 1e-4 the quick run collapsed after 3,700 steps (docs).
     optim=OptimConfig(lr=3e-5),
-    run=RunConfig(batch_size=32, max_steps=9_000, threads=2),
+    loop=dataclasses.replace(LOOP, batch_size=32, steps=9_000, threads=2),
 )
 # FlowSCAE: 32,000 steps of 128 part sets, about 12 minutes of training on a 2-core CPU.
 BASE_FLOWSCAE = SCAEConfig(
     kind="flowscae",
     ocae=OCAEConfig(),
     optim=OptimConfig(lr=3e-4),
-    run=RunConfig(batch_size=128, max_steps=32_000, threads=2),
+    loop=dataclasses.replace(LOOP, batch_size=128, steps=32_000, threads=2),
 )
 # The gpu profile's steps of 128 (not measured: no GPU has run either model; estimates of 10
 # minutes of an H100, docs/baselines/scae.md). FlowSCAE's tiny step is bound by the GPU's
@@ -223,9 +209,9 @@ def profile(kind: str, name: str, dataset: str = "geo") -> SCAEConfig:
         cfg = base.replace(pcae={"image_size": 32, "n_parts": 4, "template_size": 8,
                                  "enc_channels": (16, 16, 16, 16)},
                            ocae={"n_objects": 4, "st_out": 32, "caps_hidden": 32},
-                           run={"batch_size": 8, "max_steps": 12, "threads": 1, "log_every": 4})
+                           loop={"batch_size": 8, "steps": 12, "threads": 1, "log_every": 4})
     elif name == "gpu":
-        cfg = base.replace(run={"batch_size": 128, "max_steps": GPU_STEPS[kind], "threads": 0})
+        cfg = base.replace(loop={"batch_size": 128, "steps": GPU_STEPS[kind], "threads": 0})
     else:
         raise ScaeError(f"{kind} has no profile {name!r} (smoke, quick, gpu)")
     return _for_dataset(cfg, dataset)

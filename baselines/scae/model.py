@@ -43,7 +43,7 @@ class SCAE(nn.Module):
         self.cfg = cfg
         p = cfg.pcae
         self.encoder = pcae.PartEncoder(p)
-        self.decoder = pcae.TemplateDecoder(p, seed=cfg.run.seed)
+        self.decoder = pcae.TemplateDecoder(p, seed=cfg.loop.seed)
         d_in = 6 + 1 + p.n_special + p.template_size ** 2  # pose, 1 - presence, features, template
         self.ocae = OCAE(d_in, p.n_parts, cfg.ocae)
 
@@ -114,8 +114,8 @@ class FlowSCAE(nn.Module):
 
 
 def build(cfg: SCAEConfig) -> nn.Module:
-    """The model a config describes, its weights drawn from cfg.run.seed (the global RNG is
+    """The model a config describes, its weights drawn from cfg.loop.seed (the global RNG is
     left as it was)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.run.seed)
+        torch.manual_seed(cfg.loop.seed)
         return SCAE(cfg) if cfg.kind == "scae" else FlowSCAE(cfg)

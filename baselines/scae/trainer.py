@@ -30,7 +30,7 @@ def resolve_device(name: str) -> torch.device:
 
 def _epsilon(cfg: SCAEConfig) -> float:
     # SCAE's choice: 1e-2 / batch_size^2 (the loss is a sum over the batch's mean)
-    return cfg.optim.eps if cfg.optim.eps is not None else 1e-2 / cfg.run.batch_size ** 2
+    return cfg.optim.eps if cfg.optim.eps is not None else 1e-2 / cfg.loop.batch_size ** 2
 
 
 class ScaeTask(trainloop.Task):
@@ -55,19 +55,10 @@ class ScaeTask(trainloop.Task):
         return self.model.loss(rows[0].to(ctx.device), gen)
 
 
-def loop_config(cfg: SCAEConfig) -> trainloop.LoopConfig:
-    run = cfg.run
-    return trainloop.LoopConfig(
-        out=run.out, seed=run.seed, batch_size=run.batch_size, steps=run.max_steps,
-        max_minutes=run.max_minutes or None, device=run.device, threads=run.threads,
-        explode_factor=None,  # its loss is a negative log-likelihood: no ratio to a median
-        log_every=run.log_every, checkpoint_minutes=run.checkpoint_minutes)
-
-
 def fit(cfg: SCAEConfig, data: torch.Tensor, *, progress: bool = True,
         meta: dict[str, Any] | None = None) -> Path:
     """Train the model `cfg` describes on `data` (N, ...); returns `out/model.pt`."""
     cfg.validate()
     with trainloop.errors_as(ScaeError):
-        return trainloop.fit(ScaeTask(cfg), loop_config(cfg), data, progress=progress,
+        return trainloop.fit(ScaeTask(cfg), cfg.loop, data, progress=progress,
                              meta=meta)[1]

@@ -16,7 +16,6 @@ flowcaps and torch are imported inside the functions so that `flowbench table` a
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +73,7 @@ class FlowCapsulesMethod:
         with one_line(flowcaps.FlowcapsError, "flowcaps config"):
             cfg = for_data(spec.profile, spec.dataset, out=str(spec.run_dir),
                            mix_data=None if mix is None else str(mix), image_size=spec.image_size)
-            cfg = cfg.replace(seed=spec.seed, device=spec.device, model=model)
+            cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device}, model=model)
             if mix_with and mix is None:
                 # The runner passes the mix data whenever it trains; without it (a given
                 # checkpoint's evaluation, the ablation grid's axes) the config is only read.
@@ -100,11 +99,11 @@ class FlowCapsulesMethod:
 
     def load(self, checkpoint: Path) -> LoadedModel:
         import flowcaps
-        from flowcaps.checkpoint import meta_of, read
+        from flowcaps.checkpoint import config_of, meta_of, read
         with one_line(flowcaps.FlowcapsError, f"cannot load {checkpoint} as a flowcaps checkpoint"):
             model = flowcaps.load(checkpoint_file(checkpoint), device=eval_device())
-            blob = read(checkpoint)
-            trained_with = {"config": json.loads(blob["config"]), "meta": meta_of(blob)}
+            blob = read(checkpoint)  # its config in today's form, whatever form it was stored in
+            trained_with = {"config": dataclasses.asdict(config_of(blob)), "meta": meta_of(blob)}
         model.eval()
         m = model.config
         axes = Axes(num_capsules=m.num_capsules, shape_dim=m.shape_dim,
@@ -151,7 +150,7 @@ class FlowCapsulesMethod:
                                          enc_channels=(4, 8), enc_hidden=16, dec_hidden=8,
                                          dec_depth=2)
             # FlowCapsules' budget is in epochs, of LOOP_ROWS / LOOP_BATCH steps each
-            return flowcaps.TrainConfig(model=model, out=str(out),
+            return flowcaps.TrainConfig().replace(model=model, out=str(out),
                                         epochs=steps * LOOP_BATCH // LOOP_ROWS,
                                         batch_size=LOOP_BATCH, lr=1e-3, points=64,
                                         smooth_points=8, device="cpu", threads=1, cpu_ranks=1,
@@ -179,9 +178,9 @@ def _bench_subject(profile: str, changes: dict[str, Any], as_trained: bool) -> S
     if not as_trained:
         cfg = cfg.replace(bf16=False, compile=False)
     cfg.validate()
-    pairs = torch.from_numpy(synthetic_pairs(cfg.batch_size, cfg.model.image_size))
-    return Subject("flowcaps", FlowcapsTask(cfg), (pairs,), cfg.threads or 1,
-                   cfg.grad_clip or None, processes=ranks)
+    pairs = torch.from_numpy(synthetic_pairs(cfg.loop.batch_size, cfg.model.image_size))
+    return Subject("flowcaps", FlowcapsTask(cfg), (pairs,), cfg.loop.threads or 1,
+                   cfg.loop.grad_clip or None, processes=ranks)
 
 
 @register

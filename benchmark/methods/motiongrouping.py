@@ -64,7 +64,7 @@ class MotionGroupingMethod:
         k = slots_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
         with one_line(MotionGroupingError, "motiongrouping config"):
             cfg = profile(spec.profile, str(spec.run_dir), num_slots=k)
-            cfg = cfg.replace(seed=spec.seed, device=spec.device,
+            cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device},
                               model={"image_size": spec.image_size})
             cfg.validate()
         return cfg
@@ -124,10 +124,10 @@ class MotionGroupingMethod:
         cfg = PROFILES[profile].replace(model={"image_size": image_side(profile)})
         side = cfg.model.image_size
         gen = torch.Generator().manual_seed(0)
-        flow = 3 * torch.randn(cfg.batch_size, side, side, 2, generator=gen)  # (B, H, W, 2)
+        flow = 3 * torch.randn(cfg.loop.batch_size, side, side, 2, generator=gen)  # (B, H, W, 2)
         # No clip: the official has none and neither has loop_config(cfg).
         return Subject("motiongrouping", MotionGroupingTask(cfg), (flow,),
-                       cfg.threads or cores(), None), None
+                       cfg.loop.threads or cores(), None), None
 
     def loop_case(self) -> LoopCase:
         from baselines.motiongrouping import MotionGroupingError, ModelConfig, TrainConfig, trainer
@@ -135,9 +135,9 @@ class MotionGroupingMethod:
         def config(out: Path, steps: int):
             model = ModelConfig(image_size=16, num_slots=3, iters=2, enc_channels=(4, 8),
                                 dec_channels=4, kernel_size=3)
-            return TrainConfig(model=model, out=str(out), seed=1, device="cpu", threads=1,
-                               batch_size=LOOP_BATCH, steps=steps, warmup_steps=3, log_every=1,
-                               checkpoint_minutes=0.0)
+            return TrainConfig().replace(model=model, out=str(out), seed=1, device="cpu", threads=1,
+                                         batch_size=LOOP_BATCH, steps=steps, warmup_steps=3, log_every=1,
+                                         checkpoint_minutes=0.0)
 
         def fit(cfg, meta=None) -> Path:
             flow = np.random.default_rng(0).normal(0, 2, (LOOP_ROWS, 16, 16, 2))  # (N, H, W, 2)

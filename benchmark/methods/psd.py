@@ -70,9 +70,9 @@ class PsdMethod:
                                  f"{', '.join(sorted(PROFILES))}")
         refuse_axes("psd", spec.variant)
         with one_line(PsdError, "psd config"):
-            cfg = PROFILES[spec.profile].replace(seed=spec.seed, device=spec.device,
-                                                 out=str(spec.run_dir),
-                                                 model={"image_size": spec.image_size})
+            cfg = PROFILES[spec.profile].replace(
+                loop={"seed": spec.seed, "device": spec.device, "out": str(spec.run_dir)},
+                model={"image_size": spec.image_size})
             cfg.validate()
         return cfg
 
@@ -154,10 +154,10 @@ class PsdMethod:
         from baselines.psd import PROFILES
         from baselines.psd.trainer import PsdTask
         cfg = PROFILES[profile].replace(model={"image_size": image_side(profile)})
-        b, size = cfg.batch_size, cfg.model.image_size
+        b, size = cfg.loop.batch_size, cfg.model.image_size
         frames = torch.from_numpy(synthetic_pairs(b, size))  # (B, 2, H, W, 3)
         flow = torch.randn(b, size, size, 2, generator=torch.Generator().manual_seed(0)).half()
-        return Subject("psd", PsdTask(cfg, frames, flow), (frames, flow), cfg.threads or cores(),
+        return Subject("psd", PsdTask(cfg, frames, flow), (frames, flow), cfg.loop.threads or cores(),
                        None), None
 
     def loop_case(self) -> LoopCase:
@@ -167,10 +167,10 @@ class PsdMethod:
         def config(out: Path, steps: int):
             model = ModelConfig(image_size=32, latent_dim=5, kernel_hidden=(8,), unet_width=4,
                                 motion_scale=2, motion_kernels=(3,))
-            return TrainConfig(model=model, out=str(out), seed=1, device="cpu", threads=1,
-                               batch_size=LOOP_BATCH, steps=steps, stage1_fraction=0.5,
-                               active_pairs=8, kl_active=0.0, log_every=1,
-                               checkpoint_minutes=0.0)
+            return TrainConfig().replace(model=model, out=str(out), seed=1, device="cpu", threads=1,
+                                         batch_size=LOOP_BATCH, steps=steps, stage1_fraction=0.5,
+                                         active_pairs=8, kl_active=0.0, log_every=1,
+                                         checkpoint_minutes=0.0)
 
         def fit(cfg, meta=None) -> Path:
             rng = np.random.default_rng(0)

@@ -75,7 +75,7 @@ class RnemMethod:
                  if v.num_capsules is None else v.num_capsules)
             model: dict[str, Any] = {"image_size": spec.image_size, "work_size": work,
                                      "num_groups": k}
-            cfg = base.replace(seed=spec.seed, device=spec.device, model=model)
+            cfg = base.replace(loop={"seed": spec.seed, "device": spec.device}, model=model)
             cfg.validate()
         return cfg
 
@@ -135,10 +135,10 @@ class RnemMethod:
         from baselines.rnem.trainer import RnemTask
         cfg = PROFILES[profile]
         side, t = cfg.model.work_size, cfg.clip_frames
-        clips = torch.randint(0, 256, (cfg.batch_size, t, 3, side, side), dtype=torch.uint8,
+        clips = torch.randint(0, 256, (cfg.loop.batch_size, t, 3, side, side), dtype=torch.uint8,
                               generator=torch.Generator().manual_seed(0))  # (B, T, 3, H, W)
-        return Subject("rnem", RnemTask(cfg), (clips,), cfg.threads or cores(),
-                       cfg.grad_clip or None), None
+        return Subject("rnem", RnemTask(cfg), (clips,), cfg.loop.threads or cores(),
+                       cfg.loop.grad_clip or None), None
 
     def loop_case(self) -> LoopCase:
         from baselines.rnem import ModelConfig, RnemError, TrainConfig, trainer
@@ -147,9 +147,9 @@ class RnemMethod:
             model = ModelConfig(image_size=16, work_size=16, enc_channels=(4, 8, 8),
                                 enc_hidden=12, state_size=10, rel_hidden=8, att_hidden=6,
                                 dec_hidden=12, em_steps=2)
-            return TrainConfig(model=model, out=str(out), clip_frames=3, batch_size=LOOP_BATCH,
-                               max_steps=steps, threads=1, log_every=1, device="cpu",
-                               checkpoint_minutes=0.0)
+            return TrainConfig().replace(model=model, out=str(out), clip_frames=3,
+                                         batch_size=LOOP_BATCH, steps=steps, threads=1,
+                                         log_every=1, device="cpu", checkpoint_minutes=0.0)
 
         def fit(cfg, meta=None) -> Path:
             shape = (LOOP_ROWS, 3, 3, 16, 16)  # (N, T, 3, H, W)

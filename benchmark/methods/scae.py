@@ -59,7 +59,7 @@ def _profile(kind: str, spec: TrainSpec):
     refuse_axes(kind, spec.variant)
     with one_line(ScaeError, f"{kind} config"):
         return profile(kind, spec.profile, spec.dataset).replace(
-            run={"seed": spec.seed, "device": spec.device, "out": str(spec.run_dir)})
+            loop={"seed": spec.seed, "device": spec.device, "out": str(spec.run_dir)})
 
 
 def _read(checkpoint: Path, kind: str):
@@ -78,7 +78,7 @@ def _subject(kind: str, cfg, rows) -> tuple[Subject, None]:
     """The SCAE package's step on one batch of `rows`; it trains eager in float32, so there
     is no second subject."""
     from baselines.scae.trainer import ScaeTask
-    return Subject(kind, ScaeTask(cfg), (rows,), cfg.run.threads or cores(), None), None
+    return Subject(kind, ScaeTask(cfg), (rows,), cfg.loop.threads or cores(), None), None
 
 
 def _loop_case(kind: str, data) -> LoopCase:
@@ -90,8 +90,8 @@ def _loop_case(kind: str, data) -> LoopCase:
         cfg = profile(kind, "smoke", "geo")
         if kind == "flowscae":
             cfg = cfg.replace(parts={"n_parts": 4, "n_features": 2})  # as `data` makes them
-        return cfg.replace(run={"out": str(out), "max_steps": steps, "batch_size": LOOP_BATCH,
-                                "checkpoint_minutes": 0.0, "log_every": 1, "threads": 1})
+        return cfg.replace(loop={"out": str(out), "steps": steps, "batch_size": LOOP_BATCH,
+                                 "checkpoint_minutes": 0.0, "log_every": 1, "threads": 1})
 
     def fit(cfg, meta=None) -> Path:
         rows = torch.from_numpy(data(np.random.default_rng(0)))
@@ -157,7 +157,7 @@ class SCAEMethod:
         import torch
         from baselines.scae import profile as scae_profile
         cfg = scae_profile("scae", profile).replace(pcae={"image_size": image_side(profile)})
-        pairs = synthetic_pairs(cfg.run.batch_size, cfg.pcae.image_size)  # (B, 2, H, W, 3)
+        pairs = synthetic_pairs(cfg.loop.batch_size, cfg.pcae.image_size)  # (B, 2, H, W, 3)
         return _subject("scae", cfg, torch.from_numpy(pairs[:, 0].copy()))  # (B, H, W, 3)
 
     def loop_case(self) -> LoopCase:
@@ -251,7 +251,7 @@ class FlowSCAEMethod:
         from baselines.scae.trainer import resolve_device
         cfg = self._config(spec, fill=True)
         with one_line((ScaeError, flowcaps.FlowcapsError), "flowscae training"):
-            device = resolve_device(cfg.run.device)
+            device = resolve_device(cfg.loop.device)
             flow = flowcaps.load(cfg.parts.checkpoint, device=device)
             images = load_images(spec.data_root, "train")  # (N, H, W, 3)
             parts = np.concatenate([
@@ -321,7 +321,7 @@ class FlowSCAEMethod:
             parts={"n_parts": m.num_capsules, "n_features": m.shape_dim + 1})
         p = cfg.parts
         gen = torch.Generator().manual_seed(0)
-        parts = torch.rand(cfg.run.batch_size, p.n_parts, 7 + p.n_features, generator=gen)
+        parts = torch.rand(cfg.loop.batch_size, p.n_parts, 7 + p.n_features, generator=gen)
         return _subject("flowscae", cfg, parts)  # (B, M, 7 + F)
 
     def loop_case(self) -> LoopCase:

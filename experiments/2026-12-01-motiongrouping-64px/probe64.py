@@ -15,7 +15,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 import trainloop
-from baselines.configs import loop_config
 from baselines.motiongrouping import ModelConfig, profile
 from baselines.motiongrouping.trainer import MotionGroupingTask, load_flow
 from benchmark.datasets import read_checked
@@ -69,7 +68,7 @@ def spread(model, flows):
 t = time.monotonic()
 print(variant, json.dumps({"steps": steps, "batch": batch, "model": dataclasses.asdict(cfg.model),
                            "warmup": cfg.warmup_steps, "lr": cfg.lr}), flush=True)
-model, _ = trainloop.fit(Task(cfg), loop_config(cfg), (torch.from_numpy(flow),), progress=False)
+model, _ = trainloop.fit(Task(cfg), cfg.loop, (torch.from_numpy(flow),), progress=False)
 print(variant, "train wall", round(time.monotonic() - t), "s", flush=True)
 model.eval()
 method = get_method("motiongrouping")

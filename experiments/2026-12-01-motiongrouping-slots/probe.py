@@ -9,7 +9,6 @@ from pathlib import Path
 import torch
 from torch import nn
 import trainloop
-from baselines.configs import loop_config
 from baselines.motiongrouping import profile
 from baselines.motiongrouping.trainer import MotionGroupingTask, load_flow
 from benchmark.datasets import read_checked
@@ -51,7 +50,7 @@ class Task(MotionGroupingTask):
 
 t = time.monotonic()
 if steps:
-    model, _ = trainloop.fit(Task(cfg), loop_config(cfg), (torch.from_numpy(flow),), progress=False)
+    model, _ = trainloop.fit(Task(cfg), cfg.loop, (torch.from_numpy(flow),), progress=False)
     print(variant, "train wall", round(time.monotonic() - t), "s", flush=True)
 else:  # score the run's exported model again
     from baselines.motiongrouping import checkpoint

@@ -15,7 +15,6 @@ import dataclasses, json, sys, time
 from pathlib import Path
 import torch
 import trainloop
-from baselines.configs import loop_config
 from baselines.motiongrouping import ModelConfig, profile
 from baselines.motiongrouping.trainer import MotionGroupingTask, load_flow
 from benchmark.datasets import read_checked
@@ -34,7 +33,7 @@ cfg = profile("quick", out).replace(
        "log_every": 25, **{k: v for k, v in changes.items() if k not in model_fields}})
 tag = " ".join(sys.argv[6:]) or "base"
 t = time.monotonic()
-model, path = trainloop.fit(MotionGroupingTask(cfg), loop_config(cfg),
+model, path = trainloop.fit(MotionGroupingTask(cfg), cfg.loop,
                             (torch.from_numpy(flow),), progress=False)
 reached = trainloop.checkpoint.meta_of(torch.load(path, weights_only=True))["step"]
 print(tag, "train wall", round(time.monotonic() - t), "s,", reached, "steps", flush=True)

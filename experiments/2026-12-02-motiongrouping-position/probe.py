@@ -15,7 +15,6 @@ import dataclasses, json, sys, time
 from pathlib import Path
 import torch
 import trainloop
-from baselines.configs import loop_config
 from baselines.motiongrouping import ModelConfig, profile
 from baselines.motiongrouping.trainer import MotionGroupingTask, load_flow
 from benchmark.datasets import read_checked
@@ -34,7 +33,7 @@ cfg = profile("quick", out).replace(
        "log_every": 25, **{k: v for k, v in changes.items() if k not in model_fields}})
 tag = " ".join(sys.argv[6:]) or "base"
 t = time.monotonic()
-model, _ = trainloop.fit(MotionGroupingTask(cfg), loop_config(cfg), (torch.from_numpy(flow),),
+model, _ = trainloop.fit(MotionGroupingTask(cfg), cfg.loop, (torch.from_numpy(flow),),
                          progress=False)
 print(tag, "train wall", round(time.monotonic() - t), "s", flush=True)
 model.eval()

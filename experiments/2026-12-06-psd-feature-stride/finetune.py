@@ -14,7 +14,6 @@ from pathlib import Path
 import torch
 
 import trainloop
-from baselines.configs import loop_config
 from baselines.psd import checkpoint
 from baselines.psd.data import load_train, load_visible, part_names
 from baselines.psd.trainer import PsdTask
@@ -42,7 +41,7 @@ def main(model: str, data: str, out: str, minutes: float, stride: int) -> None:
     cfg.validate()
     frames, flow = (torch.from_numpy(a) for a in load_train(data, cfg.max_pairs))
     task = FromRun(blob, cfg, frames, flow, load_visible(data, cfg.probe_pairs), part_names(data))
-    trainloop.fit(task, loop_config(cfg), (frames, flow),
+    trainloop.fit(task, cfg.loop, (frames, flow),
                   meta={"from": model, "feature_stride": stride})
     print(Path(out) / "model.pt")
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import torch
 
 import trainloop
-from baselines.configs import loop_config
 from baselines.psd import checkpoint
 from baselines.psd.data import load_train, load_visible, part_names
 from baselines.psd.trainer import PsdTask
@@ -45,13 +44,13 @@ def main(stage1: str, data: str, out: str, pairs: int, changes: dict | None = No
     changes = changes or {}
     model = {k[len("model."):]: v for k, v in changes.items() if k.startswith("model.")}
     train = {k: v for k, v in changes.items() if not k.startswith("model.")}
-    cfg = run.replace(out=out, max_minutes=None, steps=-(-pairs // run.batch_size), starts=1,
+    cfg = run.replace(out=out, max_minutes=None, steps=-(-pairs // run.loop.batch_size), starts=1,
                       kl_warmup=0.0, stage1_fraction=0.05, threads=1, model=model, **train)
     cfg.validate()
     frames, flow = (torch.from_numpy(a) for a in load_train(data, cfg.max_pairs))
     task = FromStage1(blob, dims, cfg, frames, flow, load_visible(data, cfg.probe_pairs),
                       part_names(data))
-    trainloop.fit(task, loop_config(cfg), (frames, flow),
+    trainloop.fit(task, cfg.loop, (frames, flow),
                   meta={"from": stage1, "active_dims": dims, "stage2_pairs": pairs,
                         "changes": changes})
     print(Path(out) / "model.pt")
