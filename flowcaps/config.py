@@ -89,8 +89,23 @@ class ModelConfig:
         if self.enc_norm < 0 or any(c % max(self.enc_norm, 1) for c in self.enc_channels[1:]):
             raise FlowcapsError(f"enc_norm ({self.enc_norm}) must be 0 or divide the channel "
                                 f"counts {self.enc_channels[1:]} of the encoder convs after the first")
-        if self.dec_depth < 1:
-            raise FlowcapsError(f"dec_depth must be >= 1, got {self.dec_depth}")
+        sizes = {"dec_depth": self.dec_depth, "dec_hidden": self.dec_hidden,
+                 "enc_hidden": self.enc_hidden, "image_size": self.image_size}
+        for name, value in sizes.items():
+            if value < 1:
+                raise FlowcapsError(f"{name} must be >= 1, got {value}")
+        if not self.enc_channels or min(self.enc_channels) < 1:
+            raise FlowcapsError(f"enc_channels must be one or more channel counts >= 1, got "
+                                f"{list(self.enc_channels)}")
+        for name in ("trans_bound", "scale_init"):
+            if not getattr(self, name) > 0:
+                raise FlowcapsError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("scale_min", "mask_prior", "init_ring", "depth_min"):
+            if getattr(self, name) < 0:
+                raise FlowcapsError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.scale_min >= self.scale_init:
+            raise FlowcapsError(f"scale_min ({self.scale_min}) must be below scale_init "
+                                f"({self.scale_init})")
         pools = len(self.enc_channels)
         if self.image_size % (2 ** pools) or self.image_size < 2 ** pools:
             raise FlowcapsError(f"image_size {self.image_size} must be a multiple of "
@@ -177,6 +192,11 @@ class TrainConfig:
         _check_run_limits(self)
         if not self.blur_sigmas or any(s < 0 for s in self.blur_sigmas):
             raise FlowcapsError(f"blur_sigmas must be a non-empty list of sigmas >= 0, got {self.blur_sigmas}")
+        for name in ("edge_sampling", "center_warmup"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise FlowcapsError(f"{name} must be a fraction in [0, 1], got {getattr(self, name)}")
+        if not self.edge_sigma > 0:
+            raise FlowcapsError(f"edge_sigma must be > 0 px, got {self.edge_sigma}")
         if not 0 <= self.prior_anneal <= 1:
             raise FlowcapsError(f"prior_anneal must be a fraction of the run in [0, 1], got {self.prior_anneal}")
         if self.mix_data is not None and not self.mix_data.strip():

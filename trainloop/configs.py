@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import types
 import typing
 from typing import Any
@@ -92,6 +93,11 @@ def check_types(cls: type, raw: dict[str, Any], error: type[Exception],
             ok, value = _coerce(value, hints[key])
             if not ok:
                 raise error(f"{prefix}{key} must be {_describe(hints[key])}, got {value!r}")
+            # NaN or inf from a JSON file or `--lr nan` would pass every range check after it
+            # (each comparison with NaN is False) and train on garbage.
+            if any(isinstance(v, float) and not math.isfinite(v)
+                   for v in (value if isinstance(value, tuple) else (value,))):
+                raise error(f"{prefix}{key} must be a finite number, got {value!r}")
         out[key] = value
     return out
 
