@@ -9,6 +9,7 @@ tables' skip list names it, and the record, once a later run writes it, replaces
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -65,9 +66,12 @@ def submit_all(plans: list[Plan], opts: SlurmOptions, echo=print) -> list[Path]:
     that failed is reported, and noted beside its record's place, after all have ended."""
     opts.validate()
     submitit = _submitit()
+    if opts.cluster == "slurm" and shutil.which("sbatch") is None:  # before the data step
+        raise BenchmarkError("--executor slurm: no sbatch on this machine's PATH (submitit is "
+                             "installed, Slurm is not): run it where Slurm is, or --executor local")
+    executor = submitit.AutoExecutor(folder=str(opts.log_folder), cluster=opts.cluster)
     jobs_plans = [p for p in one_per_seed(plans) if _to_submit(p, echo)]
     prepare_data(jobs_plans, echo)
-    executor = submitit.AutoExecutor(folder=str(opts.log_folder), cluster=opts.cluster)
     executor.update_parameters(timeout_min=opts.time_minutes, gpus_per_node=opts.gpus_per_job,
                                cpus_per_task=opts.cpus_per_job, tasks_per_node=1, nodes=1,
                                slurm_partition=opts.partition)

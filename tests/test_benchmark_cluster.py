@@ -101,3 +101,17 @@ def test_under_torchrun_only_rank_0_scores_and_records(tmp_path, monkeypatch, re
     assert [p.name for p in execute(plan(req), echo=lines.append)] == ["seed0.json", "seed1.json"]
     with pytest.raises(BenchmarkError, match="under torchrun a run trains"):
         execute(plan(RunRequest(method=toy.name, profile="smoke", force=True)))
+
+
+@needs_submitit
+def test_slurm_without_sbatch_is_one_line_before_any_data_is_made(tmp_path, monkeypatch,
+                                                                   register_toy):
+    toy = register_toy()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # submitit installed, Slurm not
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["run", toy.name, "--profile", "smoke", "--executor", "slurm",
+                                    "--make-data", "--data", str(tmp_path / "data")])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    last = res.output.strip().splitlines()[-1]  # after the plan's line, one error line
+    assert last.startswith("Error: --executor slurm: no sbatch on this machine's PATH")
+    assert not (tmp_path / "data").exists()
