@@ -10,6 +10,8 @@ tables' skip list names it, and the record, once a later run writes it, replaces
 from __future__ import annotations
 
 import shutil
+import signal
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -54,11 +56,56 @@ def job_name(p: Plan) -> str:
                     + ([r.variant.tag()] if r.variant.tag() else []) + [f"seed{r.seeds[0]}"])
 
 
-def run_job(p: Plan) -> list[str]:
-    """What a job runs: the plan's one seed, its record written (paths as text)."""
-    from trainloop.allocator import keep_freed_memory
-    keep_freed_memory()  # as `flowbench run` sets it
-    return [str(path) for path in execute(p, progress=False)]
+class Job:
+    """What a job runs: the plan's one seed, its record written (paths as text).
+
+    Checkpointable as submitit means it (a `checkpoint` method): on the scheduler's USR2 (a
+    time limit near, or preemption) submitit calls `checkpoint` and requeues the job with what
+    it returns, this same job, whose seed then resumes its training from its run folder. Before
+    that, a training in progress finishes its step and saves its checkpoint (the loop's stop
+    flag, read at each step's end), so the requeued job loses no step; only then does
+    submitit's own handler checkpoint, requeue and exit. SIGTERM stays submitit's: ignored, as
+    on preemption it comes with USR2.
+    """
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def __call__(self) -> list[str]:
+        from trainloop import ddp
+        from trainloop.allocator import keep_freed_memory
+        keep_freed_memory()  # as `flowbench run` sets it
+        sig = _submitit().JobEnvironment._usr_sig()  # USR2, or SUBMITIT_PREEMPT_SIGNAL's
+        submitits = signal.getsignal(sig)
+        if not callable(submitits) or threading.current_thread() is not threading.main_thread():
+            return self._run()  # called outside a job: no submitit handler to defer
+        caught: list[int] = []
+
+        def at_step_end(signum: int, frame) -> None:
+            if caught:  # the stop is under way
+                return
+            if ddp.request_stop():  # the loop saves at this step's end and stops
+                caught.append(signum)
+            else:  # no step to finish (data, evaluation): requeue now, as submitit does
+                submitits(signum, frame)
+
+        signal.signal(sig, at_step_end)
+        try:
+            return self._run()
+        except BaseException:
+            if caught:  # the checkpoint is saved: checkpoint(), requeue and exit
+                submitits(caught[0], None)
+            raise
+        finally:
+            signal.signal(sig, submitits)
+            ddp.clear_stop()
+
+    def _run(self) -> list[str]:
+        return [str(path) for path in execute(self.plan, progress=False)]
+
+    def checkpoint(self):
+        """What submitit requeues: the same plan (a submitit.helpers.DelayedSubmission)."""
+        return _submitit().helpers.DelayedSubmission(Job(self.plan))
 
 
 def submit_all(plans: list[Plan], opts: SlurmOptions, echo=print) -> list[Path]:
@@ -78,7 +125,7 @@ def submit_all(plans: list[Plan], opts: SlurmOptions, echo=print) -> list[Path]:
     jobs = []
     for p in jobs_plans:
         executor.update_parameters(name=job_name(p))
-        job = executor.submit(run_job, p)
+        job = executor.submit(Job(p))
         echo(f"submitted job {job.job_id}: {job_name(p)} (log {opts.log_folder})")
         jobs.append((job, p))
     written, failed = [], 0

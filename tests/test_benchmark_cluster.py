@@ -1,6 +1,7 @@
 """Runs past one machine. `--executor slurm` through submitit's local executor (a real submitit
 code path, no Slurm): one job per seed, the records where a local run writes them, a failed job
 in the skip list. Under torchrun, global rank 0 alone scores and records."""
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ try:
 except ImportError:  # the test extra installs it; without it the executor tests are skipped
     submitit = None
 needs_submitit = pytest.mark.skipif(submitit is None, reason="submitit is not installed")
+# A job's Python path: the tests (the jobs unpickle toy methods whose classes live there) and
+# this checkout (not the one the environment installed).
+JOB_PATH = os.pathsep.join(str(d) for d in (Path(__file__).parent, Path(__file__).parents[1]))
 
 
 def _train_or_fail(self, spec):
@@ -30,8 +34,7 @@ def test_jobs_of_the_local_executor_write_the_records_and_name_a_failure(
         tmp_path, monkeypatch, register_toy):
     from benchmark.executor import SlurmOptions, submit_all
     monkeypatch.chdir(tmp_path)
-    # The jobs unpickle the toy method, whose class lives in the tests' conftest.
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    monkeypatch.setenv("PYTHONPATH", JOB_PATH)
     toy = register_toy(train=_train_or_fail)
     p = plan(RunRequest(method=toy.name, profile="smoke", seeds=(0, 1, 2)))
     lines = []
@@ -115,3 +118,84 @@ def test_slurm_without_sbatch_is_one_line_before_any_data_is_made(tmp_path, monk
     last = res.output.strip().splitlines()[-1]  # after the plan's line, one error line
     assert last.startswith("Error: --executor slurm: no sbatch on this machine's PATH")
     assert not (tmp_path / "data").exists()
+
+
+def _preempted_toy():
+    """The toy of tests/toy_method.py (trained through trainloop) whose task notes each step
+    it trains in the run folder's steps.txt and, the first time it reaches step 5, sends its
+    process submitit's preemption signal in the middle of the step (once: a file beside the run
+    folders remembers it). No periodic checkpoint: the run saves only when asked to."""
+    import dataclasses
+    import os
+    import signal
+
+    from toy_method import ToyLoopMethod, ToyTask
+
+    class PreemptedTask(ToyTask):
+        def step(self, loss_fn, rows, gen, ctx):
+            out = Path(self.config.out)
+            with open(out / "steps.txt", "a") as f:
+                f.write(f"{ctx.step}\n")
+            losses = super().step(loss_fn, rows, gen, ctx)
+            if ctx.step == 5 and not (out.parent / "preempted").exists():
+                (out.parent / "preempted").touch()
+                os.kill(os.getpid(), signal.SIGUSR2)  # the scheduler's, mid-step
+            return losses
+
+    class PreemptedToy(ToyLoopMethod):
+        name, task = "toypreempt", PreemptedTask
+
+        def _config(self, spec):
+            return dataclasses.replace(super()._config(spec), checkpoint_minutes=60.0)
+
+    return PreemptedToy
+
+
+@needs_submitit
+def test_a_preempted_job_saves_at_the_step_end_and_its_requeue_ends_as_an_unbroken_run(
+        tmp_path, monkeypatch):
+    import json
+
+    import torch
+
+    from benchmark.executor import SlurmOptions, submit_all
+    from benchmark.registry import register, unregister
+    from toy_method import FORMAT, ToyError
+    from trainloop.checkpoint import read_blob
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", JOB_PATH)
+    toy = register(_preempted_toy())
+    try:
+        job_req = RunRequest(method=toy.name, profile="smoke", runs=Path("job-runs"),
+                             results=Path("job-records"))
+        opts = SlurmOptions(gpus_per_job=0, time_minutes=5, log_folder=tmp_path / "logs",
+                            cluster="local")
+        [job_record] = submit_all([plan(job_req)], opts, echo=lambda line: None)
+        plain_runs = Path("plain-runs")
+        plain_runs.mkdir()
+        (plain_runs / "preempted").touch()  # the same run, never interrupted, in this process
+        [plain_record] = execute(plan(RunRequest(method=toy.name, profile="smoke",
+                                                 runs=plain_runs, results=Path("plain-records"))),
+                                 echo=lambda line: None)
+        job, plain = (records.read_record(p) for p in (job_record, plain_record))
+    finally:
+        unregister(toy.name)
+    assert (Path("job-runs") / "preempted").exists()
+    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("*_log.out"))
+    assert "Caught signal SIGUSR2" in log and "Requeued job" in log, log
+    job_dir, plain_dir = (next(p for p in Path(r).iterdir() if p.is_dir())
+                          for r in ("job-runs", "plain-runs"))
+    # Every step trained once: step 5 ended, was saved, and the requeued job went on from 6.
+    steps = list(range(20))
+    assert [int(s) for s in (job_dir / "steps.txt").read_text().split()] == steps
+    assert [int(s) for s in (plain_dir / "steps.txt").read_text().split()] == steps
+    assert json.dumps(job["metrics"], sort_keys=True) == json.dumps(plain["metrics"],
+                                                                    sort_keys=True)
+    for name in ("model.pt", "checkpoint.pt"):
+        a, b = (read_blob(d / name, FORMAT, "a toy", ToyError) for d in (job_dir, plain_dir))
+        assert a["model"].keys() == b["model"].keys()
+        assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    a, b = (read_blob(d / "checkpoint.pt", FORMAT, "a toy", ToyError)["optimizer"]["state"]
+            for d in (job_dir, plain_dir))
+    assert a and a.keys() == b.keys()
+    assert all(torch.equal(a[i][k], b[i][k]) for i in a for k in a[i])

@@ -80,14 +80,15 @@ class ToyTask(trainloop.Task):
         return F.mse_loss(redrawn, x), {}
 
 
-def fit(cfg: ToyConfig, images: np.ndarray, meta: dict[str, Any] | None = None) -> Path:
-    """Train on images (N, H, W, 3) uint8; the exported model's path."""
+def fit(cfg: ToyConfig, images: np.ndarray, meta: dict[str, Any] | None = None,
+        task: type[ToyTask] = ToyTask) -> Path:
+    """Train `task` on images (N, H, W, 3) uint8; the exported model's path."""
     loop = trainloop.LoopConfig(out=cfg.out, seed=cfg.seed, batch_size=cfg.batch_size,
                                 steps=cfg.steps, device=cfg.device, threads=cfg.threads,
                                 log_every=cfg.log_every,
                                 checkpoint_minutes=cfg.checkpoint_minutes)
     with trainloop.errors_as(ToyError):
-        _, path = trainloop.fit(ToyTask(cfg), loop, torch.from_numpy(images), progress=False,
+        _, path = trainloop.fit(task(cfg), loop, torch.from_numpy(images), progress=False,
                                 meta=meta)
     return path
 
@@ -100,6 +101,7 @@ class ToyLoopMethod:
     title = "Toy (colour parts, shared loop)"
     budgets = {"smoke": "seconds", "quick": "seconds (200 steps of a 1x1 conv)"}
     amodal = False
+    task = ToyTask  # what it trains (a test's subclass may watch the steps)
 
     def _config(self, spec: TrainSpec) -> ToyConfig:
         refuse_axes(NAME, spec.variant)
@@ -116,7 +118,8 @@ class ToyLoopMethod:
             images = open_split(spec.data_root, "train").read(("frames",), t={"frames": 0})
             with trainloop.errors_as(ToyError):
                 meta = trainloop.data_meta(spec.data_root)
-            return fit(self._config(spec), images["frames"], meta)  # frames: (N, H, W, 3)
+            return fit(self._config(spec), images["frames"], meta,  # frames: (N, H, W, 3)
+                       self.task)
 
     def load(self, checkpoint: Path) -> LoadedModel:
         with one_line(ToyError, f"cannot load {checkpoint} as a {NAME} checkpoint"):

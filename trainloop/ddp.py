@@ -15,6 +15,7 @@ from torch import nn
 
 _stop_requested = threading.Event()  # a rank's SIGINT, once defer_interrupts() is in place
 _left = threading.Event()  # this process joined a process group and left it
+_in_loop = threading.Event()  # a loop is between its first and last step, reading the flag
 
 
 def setup(device: torch.device) -> tuple[int, int]:
@@ -124,6 +125,27 @@ def terminate_as_interrupt() -> Callable[[], None] | None:
 
 def stop_requested() -> bool:
     return _stop_requested.is_set()
+
+
+def request_stop() -> bool:
+    """Ask the running loop to save its checkpoint at the end of its step and stop (raising
+    TrainingInterrupted), as a rank's SIGINT does: the way to stop it from a signal handler,
+    where a save mid-step would store half-updated state. False when no loop is running (no
+    step to end: the flag is left unset)."""
+    if not _in_loop.is_set():
+        return False
+    _stop_requested.set()
+    return True
+
+
+def mark_loop(running: bool) -> None:
+    """The loop says when its steps begin and end: request_stop reaches it only in between."""
+    (_in_loop.set if running else _in_loop.clear)()
+
+
+def clear_stop() -> None:
+    """Forget a stop request (one a loop has acted on, or one that came after it ended)."""
+    _stop_requested.clear()
 
 
 def match_compiled_grad_layout(model: nn.Module) -> None:

@@ -328,6 +328,7 @@ def _fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor
     stop_reason = ("rows" if cfg.rows is not None else "steps" if cfg.steps is not None
                    else "epochs")
     perm, perm_epoch = torch.empty(0, dtype=torch.long), -1
+    ddp.mark_loop(True)  # ddp.request_stop now reaches this loop
     try:
         while state["step"] < total_steps:
             if state["train_seconds"] >= guard:  # the same step on every rank (agreed below)
@@ -422,6 +423,7 @@ def _fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor
         save_ckpt()
         raise TrainingInterrupted(ckpt_path, state["step"]) from None
     finally:
+        ddp.mark_loop(False)
         if restore_term is not None:
             restore_term()
         bar.close()
