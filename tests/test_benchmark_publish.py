@@ -45,9 +45,10 @@ def test_the_quick_checkpoint_names_the_record_it_made(in_repo):
     prov = json.loads(Path("checkpoints/flowcaps_geo_quick.json").read_text())
     [entry] = prov["records"]
     rec = records.read_record(Path(entry["path"]))
-    # the record its provenance once named now holds another run: this one is its own
-    assert rec["metrics"]["amodal_iou"]["all"] == prov["test_amodal_iou_fixed_assignment"]["all"]
+    assert entry["path"] == "results/records/geo/flowcaps/quick/seed0.json"
     assert rec["checkpoint"] == "checkpoints/flowcaps_geo_quick.pt"
+    assert rec["checkpoint_sha256"] == prov["sha256"] == records.file_sha256(
+        Path("checkpoints/flowcaps_geo_quick.pt"))
 
 
 def test_check_pairs_finds_a_record_that_names_a_checkpoint_its_provenance_does_not(in_repo,
@@ -142,11 +143,12 @@ def test_show_draws_a_committed_record_on_a_fresh_clone(in_repo, tmp_path, monke
     made = json.loads((tmp_path / "show-data" / "geo-64px-ss5-seed0-test16" / "manifest.json")
                       .read_text())
     assert made["config"]["supersample"] == 5  # the record's data: the 5 x 5 subsamples
-    # a record of the former 4 x 4 data does not say its count: its pairs need --data
+    # a record of the former 4 x 4 data names a checkpoint the repository no longer holds at
+    # that path (the quick checkpoint was trained again on the current data): one line
     old = "experiments/2026-12-07-superseded-records/records/geo-4x4/flowcaps/quick/seed0.json"
     res = CliRunner().invoke(main, ["show", old, "-o", str(tmp_path / "old.png")])
     assert res.exit_code == 1 and res.output.count("\n") == 1
-    assert "does not say its image size and subsample count; pass --data" in res.output
+    assert "checkpoints/flowcaps_geo_quick.pt is not the checkpoint it names" in res.output
 
 
 def test_show_names_a_checkpoint_that_is_not_in_the_repository(in_repo, tmp_path):

@@ -31,7 +31,7 @@ def test_an_empty_run_folder_in_a_config_is_refused(tmp_path):
     with pytest.raises(trainloop.LoopError, match="run folder \\(out\\) is empty"):
         trainloop.LoopConfig(out="", seed=0, batch_size=1, steps=1).validate()
     with pytest.raises(FlowcapsError, match="out \\(the run folder\\) is empty"):
-        TrainConfig(out=" ").validate()
+        TrainConfig().replace(out=" ").validate()
 
 
 @pytest.mark.parametrize("seed", [str(2**32), str(2**64), str(2**70), "-1"])

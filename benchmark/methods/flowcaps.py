@@ -37,8 +37,8 @@ class FlowCapsulesMethod:
     # One seed, data and evaluation included (the records' wall_s say what each part took).
     budgets = {
         "smoke": "seconds",
-        "quick": "512k training pairs: about 40 minutes on a 2-core CPU with AVX-512, 75 "
-                 "without (geo+ also makes Geo's quick training data, about a minute)",
+        "quick": "512k training pairs: about 45-70 minutes on a 2-core CPU (200-300 pairs/s "
+                 "with AVX-512, 140 without; geo+ also makes Geo's quick data, a minute)",
         "long": "2.4M training pairs: about 2.5-3 hours on a 2-core CPU with AVX-512",
         "gpu": "1.47M training pairs: about 8-9 minutes on one H100",
         "paper": "many hours on a GPU (150 epochs over 100k pairs)",
