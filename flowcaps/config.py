@@ -35,28 +35,22 @@ class ModelConfig:
     capsule_dim: int = 32  # C = |s| + 4 pose numbers + 1 depth
     enc_channels: tuple[int, ...] = (32, 32, 64, 64)  # one 3x3 conv + ReLU + 2x2 avg-pool each
     enc_hidden: int = 256  # the tanh fully connected layer
-    # GroupNorm with this many groups after each encoder conv but the first (at full resolution
-    # it would cost the most), before its ReLU; 0 = none (the paper).
+    # GroupNorm groups after each encoder conv but the first; 0 = none (the paper).
     enc_norm: int = 0
     coord_channels: bool = True  # append (x, y) input channels; eases pose regression
-    # "fc": translation from the capsule FC layer (the paper); "softargmax": the expected
-    # position of a per-capsule heat map over the last-but-one conv block (see model.Encoder).
+    # "fc": translation from the FC layer (the paper); "softargmax": a heat map's mean (model.Encoder).
     translation_head: str = "fc"
-    # "softargmax" head only: each capsule's numbers also come from the features pooled under
-    # its heat map (a shared MLP), so the FC need not know which object each capsule picked.
+    # "softargmax" only: capsule numbers also from the features pooled under its heat map.
     pooled_params: bool = False
     dec_hidden: int = 64  # not stated in the paper
     dec_depth: int = 3  # SELU layers of the implicit decoder before its output (ablation: 2 or 6)
-    # "image": s_k comes from the encoder (the paper). "capsule": each capsule has one learned
-    # shape code, the same in every image (Geo's shapes never deform; the pose carries the rest).
+    # "image": s_k from the encoder (the paper); "capsule": one learned code per capsule.
     shape_code: str = "image"
     depth_ordering: bool = True  # False: plain softmax of Lambda_k (ablation), whatever the layering
-    # Depth to visibility. "softmax" (the paper): softmax_k of d_k Lambda_k (with "static",
-    # d_k (Lambda_k - 1/2) against the background's 0). "over": front-to-back compositing,
-    # Lambda+_k = Lambda_k prod_j (1 - sigmoid(d_j - d_k) Lambda_j), the rest background.
+    # Depth to visibility: "softmax" (the paper) of d_k Lambda_k, or "over", front-to-back
+    # compositing (model.FlowCapsules; docs/model.md gives both equations).
     layering: str = "softmax"
-    # Pixels no capsule claims. "uniform" (the paper): they average all K capsule flows.
-    # "static": a zero-flow background entry, so a capsule claims a pixel where Lambda_k > 1/2.
+    # Unclaimed pixels: "uniform" (the paper) averages the K flows; "static" is a zero-flow entry.
     background: str = "uniform"
     mask_prior: float = 4.0  # gain of a fixed disc prior g * (1 - |v|^2) added to D's logit; 0 = off
     trans_bound: float = 1.5  # |t| <= bound via tanh, in the [-1, 1] image frame
@@ -89,20 +83,17 @@ class ModelConfig:
         if self.enc_norm < 0 or any(c % max(self.enc_norm, 1) for c in self.enc_channels[1:]):
             raise FlowcapsError(f"enc_norm ({self.enc_norm}) must be 0 or divide the channel "
                                 f"counts {self.enc_channels[1:]} of the encoder convs after the first")
-        sizes = {"dec_depth": self.dec_depth, "dec_hidden": self.dec_hidden,
-                 "enc_hidden": self.enc_hidden, "image_size": self.image_size}
-        for name, value in sizes.items():
-            if value < 1:
-                raise FlowcapsError(f"{name} must be >= 1, got {value}")
+        for name, value, ok, want in (
+                *((n, getattr(self, n), getattr(self, n) >= 1, ">= 1")
+                  for n in ("dec_depth", "dec_hidden", "enc_hidden", "image_size")),
+                *((n, getattr(self, n), getattr(self, n) > 0, "> 0") for n in ("trans_bound", "scale_init")),
+                *((n, getattr(self, n), getattr(self, n) >= 0, ">= 0")
+                  for n in ("scale_min", "mask_prior", "init_ring", "depth_min"))):
+            if not ok:
+                raise FlowcapsError(f"{name} must be {want}, got {value}")
         if not self.enc_channels or min(self.enc_channels) < 1:
             raise FlowcapsError(f"enc_channels must be one or more channel counts >= 1, got "
                                 f"{list(self.enc_channels)}")
-        for name in ("trans_bound", "scale_init"):
-            if not getattr(self, name) > 0:
-                raise FlowcapsError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("scale_min", "mask_prior", "init_ring", "depth_min"):
-            if getattr(self, name) < 0:
-                raise FlowcapsError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.scale_min >= self.scale_init:
             raise FlowcapsError(f"scale_min ({self.scale_min}) must be below scale_init "
                                 f"({self.scale_init})")
@@ -136,23 +127,18 @@ class TrainConfig:
     states no value (batch 64, the sampled points, the initialisations), the default is ours."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    # Budget, seed, batch (the global batch: launch.per_rank_config divides it among the ranks),
-    # guard, device and bookkeeping: the shared loop's settings. The budget is `loop.rows`,
-    # training pairs seen over all ranks (each step's global batch counts), the same on every
-    # machine, else `loop.epochs` passes over the data; `loop.max_minutes` is only a guard.
+    # The shared loop's settings; the batch is global (launch.per_rank_config splits it) and the
+    # budget `loop.rows` counts pairs over all ranks (docs/model.md).
     loop: LoopConfig = field(default_factory=lambda: LOOP)
     lr: float = 1e-4
     lr_schedule: str = "constant"
     warmup_steps: int = 0
     max_pairs: int | None = None  # use only the first N training pairs
-    # A second dataset whose training pairs join DATA's, shuffled (max_pairs applies to each).
-    mix_data: str | None = None
-    # The first this fraction of the run draws its batches from mix_data alone (shapes first).
-    mix_first: float = 0.0
+    mix_data: str | None = None  # a second dataset whose training pairs join DATA's, shuffled
+    mix_first: float = 0.0  # the run's first fraction draws from mix_data alone (shapes first)
     points: int = 1024  # pixel centres sampled per image for the losses; 0 = the full grid
     smooth_points: int = 128  # of those, how many also get +1 px neighbours for L_smooth
-    # Importance sampling of the points: this share from an edge density (|grad I| of both
-    # frames blurred by edge_sigma px), each point weighted by 1 / (H W q): still unbiased.
+    # This share of the points drawn from an edge density (blurred |grad I|), reweighted: unbiased.
     edge_sampling: float = 0.0
     edge_sigma: float = 3.0
     blur_sigmas: tuple[float, ...] = (0.0,)  # render-loss pyramid; (0.0,) = the paper's loss
@@ -161,20 +147,17 @@ class TrainConfig:
     w_center: float = 1e-2
     center_form: str = "spread"  # E_u[Lambda |v|^2] (the paper) or "spread_image": E_u[Lambda |u - t|^2]
     center_warmup: float = 0.0  # w_center ramps up from 0 over this fraction of the run
-    # Flat-colour layered appearance term (losses.appearance_loss); 0 = off (the paper).
-    w_appearance: float = 0.0
+    w_appearance: float = 0.0  # losses.appearance_loss, flat-colour layers; 0 = off (the paper)
     appearance_background: str = "colour"  # its background layer: a flat colour, or "still" (frame 1)
     w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
-    # bf16 autocast of the network, an opt-in recorded in the config: never chosen by the
-    # machine, so the same config computes the same arithmetic everywhere.
+    # bf16 autocast of the network: an opt-in, never chosen by the machine.
     bf16: bool = False
     compile: bool = False  # torch.compile the loss step
     # CPU processes `flowcaps.train` starts (torchrun, see flowcaps.launch); 0 = one per core.
     cpu_ranks: int = 1
-    # Start from this checkpoint's weights (a fine-tune; same model config), the optimizer and
-    # schedules afresh: so also set prior_anneal 0 and center_warmup 0. None: fresh from `seed`.
+    # Fine-tune from this checkpoint's weights (optimizer and schedules afresh); None: from `seed`.
     init: str | None = None
 
     def validate(self) -> None:
@@ -218,9 +201,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "TrainConfig":
         raw = removed.drop(raw, removed.TRAIN_FIELDS)  # keys of older configs, at "off"
-        if raw.get("bf16") == "auto":
-            # Older configs let the machine decide (the run's meta says what it used); the model
-            # they describe is the same either way.
+        if raw.get("bf16") == "auto":  # older configs let the machine decide (meta says what)
             raw = {**raw, "bf16": False}
         model = removed.drop(raw.pop("model", {}), removed.MODEL_FIELDS, "model.")
         raw = nest_loop(raw, LOOP, RENAMED)  # older configs: the loop's settings flat, `pairs`
@@ -234,8 +215,7 @@ class TrainConfig:
                         FlowcapsError)
 
 
-# The shared loop's settings of the paper's run: 150 epochs of 64 pairs (the global batch),
-# gradients clipped at norm 1 (0: off). None of them changes the model.
+# The paper's run: 150 epochs of 64 pairs (the global batch), gradients clipped at norm 1.
 LOOP = LoopConfig(out="runs/flowcaps", seed=0, batch_size=64, epochs=150, grad_clip=1.0,
                   explode_factor=50.0, log_every=20, checkpoint_minutes=2.0)
 # Names of loop settings in configs stored before the loop had its own field.
