@@ -19,11 +19,11 @@ texture too; the only error is the bilinear lookup of the texture image.
 Texture draw (`TextureConfig`): a random source image; a scale such that one shape size
 spans `scale` x the shorter side of the (pre-shrunk) image; a uniform rotation; a crop
 centre drawn so that the shape's disc (radius `REACH` size units) lies inside the image
-where it fits; and, for greyscale sources only, a multiplicative colour tint. Tint choice:
-greyscale textures (Brodatz is all greyscale, as are skimage's brick/grass/gravel) would put
-grey shapes on photographs; multiplying by a random saturated colour keeps the texture's
-relative contrast, gives each shape its own hue like Geo's flat colours, and makes shapes
-separable from greyscale backgrounds. Colour textures keep their own colours. The renderer
+where it fits; and, in the camouflage look only, a multiplicative colour tint of greyscale
+sources. The paper's Geo+ puts greyscale Brodatz textures on photographs as they are, so its
+look (the default) does not tint; the camouflage look multiplies them by a random saturated
+colour (keeping their relative contrast), which with its colour crops of the background
+photographs makes a harder, different task (docs/data.md). Colour textures keep their colours. The renderer
 reads one colour per pixel, so `pixels_per_unit` (the shape's size in pixels) makes the fill
 read the mip level whose pixels match the output grid (anti-aliased, no per-sample resize).
 
@@ -63,14 +63,20 @@ class TextureConfig:
     scale: one shape size spans this fraction of the texture image's shorter side (uniform).
     work_side: textures are shrunk once so their shorter side is at most this many pixels
         (memory per worker); 256 keeps full detail for shapes up to ~180 px (images <= 512).
-    tint_grey: multiply greyscale textures by a random colour (see module docstring).
+    tint_grey: multiply greyscale textures by a random colour (see module docstring); the
+        camouflage look's, off in the paper's (`texture_config`).
     tint_saturation: HSV saturation range of the tint (value 1, hue uniform).
     """
 
     scale: tuple[float, float] = (0.3, 0.7)
     work_side: int = 256
-    tint_grey: bool = True
+    tint_grey: bool = False
     tint_saturation: tuple[float, float] = (0.35, 0.8)
+
+
+def texture_config(look: str) -> TextureConfig:
+    """The texture settings of a look (geogen.schema.LOOKS): only camouflage tints."""
+    return TextureConfig(tint_grey=look == "camouflage")
 
 
 def prepare_side(size: int, cfg: BackgroundConfig = BackgroundConfig()) -> int:

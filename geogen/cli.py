@@ -96,6 +96,10 @@ def main():
               help="geo+, articulated+: folder of background images [bundled photographs]")
 @click.option("--textures", default=None, metavar="DIR",
               help="geo+, articulated+: folder of texture images [bundled textures]")
+@click.option("--look", type=click.Choice(schema.LOOKS), default=schema.DEFAULT_LOOK,
+              show_default=True,
+              help="geo+, articulated+: paper (greyscale Brodatz-style textures, as the paper) or "
+                   "camouflage (tinted, with crops of the background photos: harder)")
 @click.option("--max-images", type=int, default=500, show_default=True,
               help="geo+, articulated+: use at most this many images of each folder (evenly spaced)")
 @click.option("--skip-bad-images", is_flag=True,
@@ -109,7 +113,8 @@ def main():
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @_friendly
 def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, supersample,
-         motion, backgrounds, textures, max_images, skip_bad_images, resume, force, part, quiet):
+         motion, backgrounds, textures, look, max_images, skip_bad_images, resume, force, part,
+         quiet):
     """Make a dataset: OUT/{train,val,test}/shard-NNNNN.h5 and OUT/manifest.json.
 
     Ctrl-C (exit status 130) or SIGTERM (143) stops it, keeping the whole shards; the same
@@ -123,7 +128,7 @@ def make(variant, n, val, test, size, frames, seed, out, workers, shard_size, su
                         seed=seed, out=default_out(variant) if out is None else out,
                         workers=_workers(workers), shard_size=shard_size,
                         supersample=supersample, motion=motion, backgrounds=backgrounds,
-                        textures=textures, max_images=max_images,
+                        textures=textures, look=look, max_images=max_images,
                         skip_bad_images=skip_bad_images)
     validate(config)  # before any file exists (make_dataset checks it again)
     check_output_folder(config.out, "--out")

@@ -69,6 +69,10 @@ class MakeConfig:
     # geo+ and articulated+ (the variants that read image sources):
     backgrounds: str | None = None  # image folder, None for the bundled photographs
     textures: str | None = None     # image folder, None for the bundled textures
+    # schema.LOOKS: "paper" (greyscale Brodatz-style textures as they are) or "camouflage"
+    # (tinted, with crops of the background photos; the former default). Recorded only for
+    # the photo variants, so that a Geo manifest stays as it was.
+    look: str = schema.DEFAULT_LOOK
     # at most this many images per folder (evenly spaced). Banks are float32 in memory,
     # about 0.7 MB per background image at 64 px (2.6 MB at 128 px) with its mip pyramid.
     max_images: int = 500
@@ -83,6 +87,8 @@ class MakeConfig:
         """The settings that determine the data (recorded in every shard and the manifest)."""
         d = dataclasses.asdict(self)
         del d["workers"], d["out"], d["skip_bad_images"]
+        if self.variant not in schema.PHOTO_VARIANTS:
+            del d["look"]
         d.update(val=self.counts()["val"], test=self.counts()["test"])
         return d
 
@@ -97,6 +103,10 @@ def validate(config: MakeConfig) -> None:
                                     or config.skip_bad_images):
         raise GeogenError(f"--backgrounds, --textures and --skip-bad-images apply to geo+ and "
                           f"articulated+, not {config.variant}")
+    if config.look not in schema.LOOKS:
+        raise GeogenError(f"look must be one of {', '.join(schema.LOOKS)}, got {config.look!r}")
+    if variant.sources is None and config.look != schema.DEFAULT_LOOK:
+        raise GeogenError(f"--look applies to geo+ and articulated+, not {config.variant}")
     ints = {"n": config.n, "size": config.size, "frames": config.frames, "seed": config.seed,
             "workers": config.workers, "shard_size": config.shard_size,
             "supersample": config.supersample, "max_images": config.max_images,

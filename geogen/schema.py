@@ -61,11 +61,28 @@ VARIANTS: tuple[str, ...] = ("geo", "geo+", "articulated", "articulated+")   # `
 # shards and readers, never generated.
 IMPORT_VARIANTS: tuple[str, ...] = ("psd",)
 MIN_SIZE, MAX_SIZE = 32, 512
+# The variants that texture their slots on photographs (`--backgrounds`, `--textures`, `--look`).
+PHOTO_VARIANTS: tuple[str, ...] = ("geo+", "articulated+")
+# Their looks (`geogen make --look`, the manifest's `config.look`): "paper" is the paper's Geo+,
+# greyscale Brodatz-style textures as they are; "camouflage" tints greyscale textures and adds
+# colour crops of the background photographs themselves (harder, beyond the paper).
+LOOKS: tuple[str, ...] = ("paper", "camouflage")
+DEFAULT_LOOK = "paper"
+# A photo variant's manifest without `look` was made before looks existed, in what is now the
+# camouflage look (docs/data.md).
+UNRECORDED_LOOK = "camouflage"
 
 
 def slots_of(manifest: dict) -> tuple[str, ...]:
     """The slot names of a generated folder: its manifest's `slots`, else Geo's three."""
     return tuple(manifest.get("slots", SLOTS))
+
+
+def look_of(manifest: dict) -> str | None:
+    """The look of a generated folder's textures (LOOKS); None for a variant without any."""
+    if manifest.get("variant") not in PHOTO_VARIANTS:
+        return None
+    return str((manifest.get("config") or {}).get("look", UNRECORDED_LOOK))
 
 
 def classes_of(manifest: dict) -> tuple[str, ...]:

@@ -25,13 +25,16 @@ Which bundled images are used (scikit-image 0.26, checked with sockets disabled)
 - Need the optional `pooch` download and fail offline, so never used: brain, cells3d, eagle,
   human_mitosis, kidney, lily, nickel_solidification, palisades_of_vogt, protein_transport,
   skin, vortex.
-- Textures: brick, grass, gravel (whole greyscale texture photographs) plus crops of the
-  bundled photos chosen because every part of the crop is the same stationary material, so
-  any sub-crop at any rotation reads as texture rather than as part of an object: the cat's
-  forehead fur (chelsea), the dahlia's petals (flower), the stained tissue
-  (immunohistochemistry, whole image), the lawn beside the tripod (camera), the tree foliage
-  (china). Smooth or sparse images (moon, retina, hubble_deep_field) are left out: inside a
-  small shape they look nearly flat.
+- Textures, by look (geogen.schema.LOOKS):
+  - "paper" (the default, the paper's Brodatz album in kind): brick, grass, gravel (whole
+    greyscale texture photographs) plus the procedural greyscale textures of
+    geogen.textures; none is taken from a background photograph.
+  - "camouflage" (the former default): brick, grass, gravel plus crops of the bundled
+    photos chosen because every part of the crop is the same stationary material: the cat's
+    forehead fur (chelsea), the dahlia's petals (flower), the stained tissue
+    (immunohistochemistry, whole image), the lawn beside the tripod (camera), the tree
+    foliage (china). These are crops of background photographs, so a shape can wear the
+    material of the photo behind it.
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ import numpy as np
 from PIL import Image
 
 from geogen.errors import GeogenError
+from geogen.schema import DEFAULT_LOOK, LOOKS
 
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".tif", ".tiff", ".gif")
 _GREY_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
@@ -248,6 +252,13 @@ def _skimage(name: str) -> Callable[[], np.ndarray]:
     return load
 
 
+def _procedural(name: str) -> Callable[[], np.ndarray]:
+    def load() -> np.ndarray:
+        from geogen.textures import texture_bank  # made once per process
+        return dict(texture_bank())[name]  # (SIDE, SIDE) float32 grey levels in [0, 1]
+    return load
+
+
 def _sklearn(filename: str) -> Callable[[], np.ndarray]:
     def load() -> np.ndarray:
         from sklearn.datasets import load_sample_image
@@ -273,10 +284,20 @@ DEFAULT_BACKGROUNDS: tuple[tuple[str, Callable[[], np.ndarray], Crop | None], ..
     ("flower", _sklearn("flower.jpg"), None),
 )
 
-DEFAULT_TEXTURES: tuple[tuple[str, Callable[[], np.ndarray], Crop | None], ...] = (
+_SKIMAGE_TEXTURES: tuple[tuple[str, Callable[[], np.ndarray], Crop | None], ...] = (
     ("brick", _skimage("brick"), None),
     ("grass", _skimage("grass"), None),
     ("gravel", _skimage("gravel"), None),
+)
+
+
+def _paper_textures() -> tuple[tuple[str, Callable[[], np.ndarray], Crop | None], ...]:
+    from geogen.textures import REGISTRY  # the generators register when it is imported
+    return _SKIMAGE_TEXTURES + tuple((name, _procedural(name), None) for name in REGISTRY)
+
+
+CAMOUFLAGE_TEXTURES: tuple[tuple[str, Callable[[], np.ndarray], Crop | None], ...] = (
+    *_SKIMAGE_TEXTURES,
     ("chelsea_fur", _skimage("chelsea"), (0, 90, 140, 300)),
     ("flower_petals", _sklearn("flower.jpg"), (120, 280, 240, 400)),
     ("immunohistochemistry", _skimage("immunohistochemistry"), None),
@@ -295,7 +316,10 @@ def _default_bank(source: str, table, min_side: int | None) -> ImageBank:
         if crop is not None:
             r0, r1, c0, c1 = crop
             array = array[r0:r1, c0:c1]
-        image, is_grey = _pil_to_float(Image.fromarray(np.ascontiguousarray(array)))
+        if array.dtype.kind == "f":  # a generated texture: grey levels in [0, 1] already
+            image, is_grey = np.repeat(array[:, :, None], 3, axis=2).astype(np.float32), True
+        else:
+            image, is_grey = _pil_to_float(Image.fromarray(np.ascontiguousarray(array)))
         if min_side is not None:
             image = _shrink_array(image, min_side)
         names.append(name)
@@ -309,20 +333,27 @@ def default_backgrounds(min_side: int | None = None) -> ImageBank:
     return _default_bank("default:backgrounds", DEFAULT_BACKGROUNDS, min_side)
 
 
-def default_textures(min_side: int | None = None) -> ImageBank:
-    """Bundled texture photographs and texture crops (see the module docstring); no network."""
-    return _default_bank("default:textures", DEFAULT_TEXTURES, min_side)
+def default_textures(min_side: int | None = None, look: str = DEFAULT_LOOK) -> ImageBank:
+    """The bundled textures of a look (see the module docstring); no network. The camouflage
+    bank keeps the former default's source name, so its manifest entry reads as it did."""
+    if look == "camouflage":
+        return _default_bank("default:textures", CAMOUFLAGE_TEXTURES, min_side)
+    if look != "paper":
+        raise GeogenError(f"look must be one of {', '.join(LOOKS)}, got {look!r}")
+    return _default_bank("default:greyscale-textures", _paper_textures(), min_side)
 
 
 def load_bank(folder: str | os.PathLike | None, kind: str, *, limit: int | None = None,
               min_side: int | None = None, smallest: int | None = None,
-              skip_bad: bool = False) -> ImageBank:
+              skip_bad: bool = False, look: str = DEFAULT_LOOK) -> ImageBank:
     """`--backgrounds DIR` / `--textures DIR`, or the bundled default when no folder is given
-    (`smallest` and `skip_bad` apply to a folder: see `ImageBank.from_folder`)."""
+    (`smallest` and `skip_bad` apply to a folder: see `ImageBank.from_folder`; `look` picks
+    the bundled textures)."""
     if kind not in ("backgrounds", "textures"):
         raise ValueError(f"kind must be 'backgrounds' or 'textures', got {kind!r}")
     if folder is None:
-        bank = default_backgrounds(min_side) if kind == "backgrounds" else default_textures(min_side)
-        return bank
+        if kind == "backgrounds":
+            return default_backgrounds(min_side)
+        return default_textures(min_side, look)
     return ImageBank.from_folder(folder, limit=limit, min_side=min_side, smallest=smallest,
                                  skip_bad=skip_bad)

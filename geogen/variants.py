@@ -10,7 +10,10 @@ loads them (raising GeogenError for unusable folders) and returns the manifest's
 Geo+ (FlowCapsules Sec. 5: natural backgrounds, textured shapes) draws exactly the Geo scene of
 the same (seed, split, index) (shapes, sizes, motion, presence), then, from the same stream, a
 background crop (`appearance.background`) and one texture per slot (`appearance.draw_texture`,
-drawn for every slot so the stream does not depend on presence). The image banks are loaded,
+drawn for every slot so the stream does not depend on presence). The config's `look` picks the
+bundled textures and whether greyscale ones are tinted (the paper's look by default; the same
+draws in either, so a camouflage sample has the scene, crop and texture placement of the
+paper-look sample of the same (seed, split, index)). The image banks are loaded,
 shrunk and given mip pyramids once per process (`geo_plus_banks`, cached by its arguments):
 the parent loads them before the worker pool forks, so workers inherit them.
 Articulated+ is the same for the articulated figures: the figure of the same sample (so the
@@ -85,33 +88,35 @@ def draw_geo(rng: np.random.Generator, config: Any) -> tuple[Scene, Appearance]:
 
 @functools.lru_cache(maxsize=2)
 def geo_plus_banks(backgrounds: str | None, textures: str | None, max_images: int | None,
-                   size: int, skip_bad: bool = False
+                   size: int, skip_bad: bool = False, look: str = schema.DEFAULT_LOOK
                    ) -> tuple[sources.ImageBank, sources.ImageBank]:
     """(backgrounds, textures), shrunk for `size` and with mip pyramids; once per process.
 
     Folder images are shrunk as they are decoded (a large folder never sits in memory at full
     resolution); `max_images` keeps an evenly spaced subset of each folder. A background
     smaller than `size` is refused (it would be enlarged into a blur), as is a file that does
-    not decode; `skip_bad` leaves such files out instead.
+    not decode; `skip_bad` leaves such files out instead. `look` picks the bundled textures
+    when `textures` is None (geogen.sources).
     """
     bg_side = looks.prepare_side(size)
     bg = sources.load_bank(backgrounds, "backgrounds", limit=max_images, min_side=bg_side,
                            smallest=size, skip_bad=skip_bad)
     tex = sources.load_bank(textures, "textures", limit=max_images,
-                            min_side=looks.TextureConfig().work_side, skip_bad=skip_bad)
+                            min_side=looks.TextureConfig().work_side, skip_bad=skip_bad,
+                            look=look)
     return looks.prepare_backgrounds(bg, size), looks.prepare_textures(tex)
 
 
 def _plus_banks(config: Any) -> tuple[sources.ImageBank, sources.ImageBank]:
     return geo_plus_banks(config.backgrounds, config.textures, config.max_images, config.size,
-                          config.skip_bad_images)
+                          config.skip_bad_images, config.look)
 
 
 def _plus_sources(config: Any) -> dict:
     bg, tex = _plus_banks(config)
     return {"backgrounds": bg.describe(), "textures": tex.describe(),
             "background_config": asdict(looks.BackgroundConfig()),
-            "texture_config": asdict(looks.TextureConfig())}
+            "texture_config": asdict(looks.texture_config(config.look))}
 
 
 def _on_photograph(scene: Scene, rng: np.random.Generator,
@@ -122,7 +127,8 @@ def _on_photograph(scene: Scene, rng: np.random.Generator,
     bg_bank, tex_bank = _plus_banks(config)
     image, bg_index = looks.background(bg_bank, rng, config.size)          # (H, W, 3)
     # Textures read the mip level of the shape's smallest size over the clip (no aliasing).
-    fills = tuple(looks.draw_texture(tex_bank, rng,
+    cfg = looks.texture_config(config.look)
+    fills = tuple(looks.draw_texture(tex_bank, rng, cfg,
                                      pixels_per_unit=float(scene.pose[:, s, 3].min()))
                   for s in range(len(scene.present)))
     tex = np.array([f.source if p else -1 for f, p in zip(fills, scene.present)], np.int32)  # (S,)

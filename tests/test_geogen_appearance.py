@@ -110,7 +110,7 @@ def test_draw_texture_tints_only_grey_sources_and_keeps_the_stream_fixed():
     seen = set()
     for seed in range(30):
         rng = np.random.default_rng(seed)
-        fill = A.draw_texture(bank, rng)
+        fill = A.draw_texture(bank, rng, A.texture_config("camouflage"))
         seen.add(fill.source)
         if fill.source == 0:
             assert fill.tint != (1.0, 1.0, 1.0) and max(fill.tint) == pytest.approx(1.0)
@@ -121,23 +121,25 @@ def test_draw_texture_tints_only_grey_sources_and_keeps_the_stream_fixed():
         ref.random(7)
         assert rng.random() == ref.random()
     assert seen == {0, 1}
-    untinted = A.draw_texture(bank, np.random.default_rng(0), A.TextureConfig(tint_grey=False))
-    assert untinted.tint == (1.0, 1.0, 1.0)
+    for cfg in (A.TextureConfig(), A.texture_config("paper")):  # the paper's look: no tint
+        assert A.draw_texture(bank, np.random.default_rng(0), cfg).tint == (1.0, 1.0, 1.0)
 
 
-def test_default_textures_stay_textured_inside_a_shape():
-    bank = A.prepare_textures(default_textures(min_side=128))
+@pytest.mark.parametrize("look", ["paper", "camouflage"])
+def test_default_textures_stay_textured_inside_a_shape(look):
+    bank = A.prepare_textures(default_textures(min_side=128, look=look))
     g = np.linspace(-0.5, 0.5, 24)
     xy = np.stack(np.meshgrid(g, g), -1)  # (24, 24, 2)
     disc = (xy ** 2).sum(-1) <= 0.25  # a circle of diameter 1 size unit
     rng = np.random.default_rng(0)
     stds = {k: [] for k in range(len(bank))}
-    for _ in range(160):
-        fill = A.draw_texture(bank, rng)
+    for _ in range(12 * len(bank)):  # a dozen draws per source on average
+        fill = A.draw_texture(bank, rng, A.texture_config(look))
         rgb = fill.colour(xy)[disc]  # (P, 3)
         assert 0.0 <= rgb.min() and rgb.max() <= 1.0
         stds[fill.source].append(rgb.std(axis=0).mean())
     for k, values in stds.items():
+        assert len(values) >= 3, bank.names[k]
         source_std = bank.images[k].std(axis=(0, 1)).mean()
         # Tints scale grey textures' contrast by at most ~0.65 on the weakest channel.
         assert np.median(values) > 0.4 * source_std, bank.names[k]
