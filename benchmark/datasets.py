@@ -37,9 +37,12 @@ def current_supersample() -> int:
 
 
 def make_config(dataset: str, root: Path, *, n: int, val: int, test: int, size: int,
-                frames: int = 2, supersample: int | None = None, seed: int = DATA_SEED):
+                frames: int = 2, supersample: int | None = None, seed: int = DATA_SEED,
+                look: str | None = None):
     from geogen.make import MakeConfig
     extra = {} if supersample is None else {"supersample": supersample}
+    if look is not None:  # None: geogen's default (the paper's look)
+        extra["look"] = look
     workers = 1 if n + val + test < SMALL else 0  # 0: one per core; the bytes are the same
     return MakeConfig(variant=dataset, n=n, val=val, test=test, size=size, frames=frames,
                       seed=seed, out=str(root), workers=workers, **extra)
@@ -63,6 +66,13 @@ def data_supersample(manifest: dict) -> int | None:
     return None if value is None else int(value)
 
 
+def data_look(manifest: dict) -> str | None:
+    """The look a dataset's textures were made in (geogen.schema.look_of: "camouflage" for a
+    Geo+ folder made before looks were recorded); None for data without textures."""
+    from geogen.schema import look_of
+    return look_of(manifest)
+
+
 def read_manifest_checked(root: Path) -> dict:
     from geogen.errors import GeogenError
     from geogen.shards import read_manifest
@@ -78,8 +88,10 @@ def ensure(cfg, root: Path, *, may_make: bool, own_folder: bool, progress: bool 
 
     Every folder must hold cfg's variant at cfg's size with at least cfg's frames. A folder the
     benchmark names itself (`own_folder`) must also match cfg's counts and have been made with
-    the generator's current settings (supersample), so an old default folder is not scored as
-    if it were the current data; a folder the user names is taken as it is.
+    the generator's current settings (supersample, and for Geo+ the look: a folder of the
+    former camouflage look is not trained or scored as the paper's Geo+), so an old default
+    folder is not scored as if it were the current data; a folder the user names is taken as
+    it is (its record notes its look).
     A missing folder is made under a lock (`making_lock`), so processes that need the same
     folder at once make it once: the others wait, then find it whole.
     """
@@ -147,6 +159,14 @@ def _checked(cfg, root: Path, own_folder: bool) -> Path:
             raise BenchmarkError(f"{root} was made with --supersample {ss}, the generator "
                                  f"now uses {cfg.supersample}; move that folder away (or "
                                  f"pass it with --data)")
+        look, want = data_look(manifest), data_look({"variant": cfg.variant,
+                                                     "config": cfg.content()})
+        if look != want:
+            unrecorded = " (made before geogen recorded looks)" if "look" not in \
+                manifest.get("config", {}) else ""
+            raise BenchmarkError(f"{root} holds {cfg.variant} in the {look} look{unrecorded}, "
+                                 f"this run needs the {want} look; move that folder away (or "
+                                 f"pass it with --data)")
         counts = {k: int(v) for k, v in manifest.get("counts", {}).items()}
         if counts != cfg.counts():
             raise BenchmarkError(f"{root} holds {counts} pairs, this profile makes "
@@ -156,14 +176,19 @@ def _checked(cfg, root: Path, own_folder: bool) -> Path:
 
 
 def show_data(dataset: str, size: int, pairs: int, supersample: int | None,
-              seed: int = DATA_SEED, progress: bool = False, echo=print) -> Path:
+              seed: int = DATA_SEED, progress: bool = False, echo=print,
+              look: str | None = None) -> Path:
     """A folder of the first `pairs` test pairs (rounded up to 16) of a dataset made with these
     settings: what `flowbench show` draws when the full folder is not on this machine."""
+    from geogen.schema import DEFAULT_LOOK, PHOTO_VARIANTS
     pairs = max(16, pairs)
     ss = f"-ss{supersample}" if supersample is not None else ""
-    root = SHOW_DATA / f"{dataset.replace('+', 'plus')}-{size}px{ss}-seed{seed}-test{pairs}"
+    # Geo+ folders carry their look in the name: one made before looks existed is never reused.
+    look = (look or DEFAULT_LOOK) if dataset in PHOTO_VARIANTS else None
+    lk = f"-{look}" if look is not None else ""
+    root = SHOW_DATA / f"{dataset.replace('+', 'plus')}{lk}-{size}px{ss}-seed{seed}-test{pairs}"
     cfg = make_config(dataset, root, n=1, val=0, test=pairs, size=size,
-                      supersample=supersample, seed=seed)
+                      supersample=supersample, seed=seed, look=look)
     if not (root / "manifest.json").is_file():
         echo(f"making the first {pairs} test pairs of {dataset} (data seed {seed}) in {root}")
     try:
@@ -172,7 +197,8 @@ def show_data(dataset: str, size: int, pairs: int, supersample: int | None,
     except BenchmarkError as err:
         raise BenchmarkError(f"{err}; or make test pairs yourself: geogen make --variant "
                              f"{dataset} --n 1 --val 0 --test {pairs} --size {size} --seed "
-                             f"{seed} --out DIR, then pass --data DIR") from None
+                             f"{seed}{f' --look {look}' if look else ''} --out DIR, then pass "
+                             f"--data DIR") from None
 
 
 # Data whose Table 1 rows score groups of slots: the paper's Exercise parts are whole limbs,

@@ -24,7 +24,12 @@ from dataclasses import asdict, dataclass
 from benchmark.registry import Axes
 
 DATASETS = ("geo", "geo+")
+# Geo+ in geogen's camouflage look (tinted textures and crops of the background photos; every
+# Geo+ record made before looks were recorded): not the paper's data, so its rows and columns
+# of their own, after the paper's datasets, with no paper number (benchmark.tables).
+CAMOUFLAGE = "geo+ camouflage"
 DATASET_TITLES = {"geo": "Geo", "geo+": "Geo+", "exercise": "Exercise",
+                  CAMOUFLAGE: "Geo+ (camouflage)",
                   "articulated": "Articulated (ours, public stand-in for Exercise)"}
 PARTS = ("circle", "square", "triangle", "all")
 EXERCISE_PARTS = ("torso", "left leg", "right leg", "all")

@@ -324,11 +324,21 @@ def _metric_problem(value: Any, where: str) -> str | None:
     return None
 
 
+def record_look(rec: dict[str, Any]) -> str | None:
+    """The look of the data a record scored (geogen.schema.LOOKS); None for a dataset without
+    textures. A photo variant's record without `data.look` was made before looks were
+    recorded, on what is now the camouflage look."""
+    from geogen.schema import PHOTO_VARIANTS, UNRECORDED_LOOK
+    if rec.get("dataset") not in PHOTO_VARIANTS:
+        return None
+    return (rec.get("data") or {}).get("look") or UNRECORDED_LOOK
+
+
 def identity(rec: dict[str, Any]) -> tuple:
     """What makes two records the same run: a later root's record shadows an earlier one's."""
     variant = tuple(sorted((rec.get("variant") or {}).items()))
     return (rec["dataset"], rec["method"], rec["profile"], variant, rec["seed"],
-            (rec.get("data") or {}).get("supersample"))
+            (rec.get("data") or {}).get("supersample"), record_look(rec))
 
 
 def load_records(roots: Path | list[Path]) -> tuple[list[dict[str, Any]], list[str]]:

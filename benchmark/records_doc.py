@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from benchmark.registry import Axes
+from benchmark.records import load_records, record_look
 
 REGENERATE = "flowbench records -o docs/records.md"
 UNITS = ("pairs", "clips", "samples")  # what a trainer's meta counts its rows in
@@ -118,6 +119,11 @@ def _record_lines(rec: dict[str, Any], path: str) -> list[str]:
     seed = f"seed {rec['seed']}" + (f" (run seed {rec['run_seed']})" if "run_seed" in rec else "")
     tag = Axes(**rec["variant"]).tag() if rec.get("variant") else ""
     lines.append(f"- {seed}" + (f", overrides {tag}" if tag else ""))
+    look = record_look(rec)
+    if look is not None:  # Geo+: which textures it was scored on (the tables' rows differ)
+        unrecorded = "look" not in (rec.get("data") or {})
+        lines.append(f"- data look: {look}" + (" (not recorded: made before geogen recorded "
+                                                "looks)" if unrecorded else ""))
     lines.append(f"- command: `{rec.get('command') or 'not recorded'}`")
     lines.append(f"- commit: {_commit(rec.get('git'))}")
     lines.append(f"- machine: {_machine(rec)}")
@@ -143,7 +149,6 @@ def records_text(root: Path, warn: Callable[[str], None] = lambda _: None) -> st
     """The page for the records under `root` (benchmark.records.load_records: the records the
     tables read), grouped by dataset, method and profile; each skipped file goes to `warn` and
     into the page's last section."""
-    from benchmark.records import load_records
     records, problems = load_records([Path(root)])
     shown = PurePosixPath(Path(root).as_posix())
 

@@ -255,12 +255,20 @@ def _slots(root: Path) -> tuple[str, ...]:
     return slots_of(datasets.read_manifest_checked(root))
 
 
+def _look_entry(manifest: dict) -> dict:
+    """`look` for data with textures (Geo+), so the tables tell its looks apart; nothing for
+    the rest, whose records stay as they were."""
+    look = datasets.data_look(manifest)
+    return {} if look is None else {"look": look}
+
+
 def _data_info(root: Path, profile: str) -> dict:
     from geogen.shards import manifest_hash
     manifest = datasets.read_manifest_checked(root)
     return {"root": str(root), "manifest_hash": manifest_hash(root),
             "supersample": datasets.data_supersample(manifest),
             "motion": manifest.get("config", {}).get("motion"),  # None: imported data
+            **_look_entry(manifest),
             "counts": {k: int(v) for k, v in manifest.get("counts", {}).items()},
             "frames": int(manifest.get("frames", 2)),
             "profile": asdict(get_profile(profile)), "data_seed": DATA_SEED}

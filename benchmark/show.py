@@ -53,8 +53,10 @@ def _record_data(rec: dict, need: int, echo) -> Path:
     if not size or not ss:
         raise BenchmarkError("the record does not say its image size and subsample count; "
                              "pass --data")
+    from benchmark.records import record_look
     return datasets.show_data(rec["dataset"], size, need, int(ss),
-                              int(data.get("data_seed", DATA_SEED)), echo=echo)
+                              int(data.get("data_seed", DATA_SEED)), echo=echo,
+                              look=record_look(rec))
 
 
 def _profile_data(dataset: str, size: int, need: int, echo) -> Path:

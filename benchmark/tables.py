@@ -18,6 +18,9 @@ What each table holds is benchmark.paper_tables (the paper's rows and methods) p
   The csv adds the per-image assignment's number and the ceiling as columns of their own.
 - Table 3 reports amodal IoU with the fixed assignment; Table 2 the k-means test accuracies
   (benchmark.clustering).
+- Geo+ records of the camouflage look (records.record_look: every one made before looks were
+  recorded) are not the paper's Geo+: they fill rows and columns of their own, "Geo+
+  (camouflage)", with no paper number, shown once such a record exists (`_datasets`).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from benchmark import paper_tables as spec
 from benchmark.paper import paper_cell
 from benchmark.paper import paper_text as text_numbers
 from benchmark.profiles import by_rank
+from benchmark.records import record_look
 
 NOT_PUBLIC = "not public"
 NO_CEILING = "ceiling: -"  # a visible-only method's Table 1a cell where no record has one
@@ -78,8 +82,33 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
 
+def _dataset(r: dict) -> str:
+    """The dataset a record's numbers belong to in the tables: its own, or CAMOUFLAGE."""
+    if r["dataset"] == "geo+" and record_look(r) == "camouflage":
+        return spec.CAMOUFLAGE
+    return r["dataset"]
+
+
+def _datasets(records: list[dict]) -> tuple[str, ...]:
+    """The paper's datasets, then the camouflage look's when any record has it."""
+    extra = (spec.CAMOUFLAGE,) if any(_dataset(r) == spec.CAMOUFLAGE for r in records) else ()
+    return spec.DATASETS + extra
+
+
+def _variant(dataset: str) -> str:
+    """The geogen variant (and `--dataset`) of a table dataset."""
+    return "geo+" if dataset == spec.CAMOUFLAGE else dataset
+
+
+def _want(t: "Table", dataset: str, command: str) -> None:
+    """Name the run that fills an empty cell; none for the camouflage look, which the
+    benchmark's own data no longer has (it is made with `geogen make --look camouflage`)."""
+    if dataset != spec.CAMOUFLAGE:
+        t.missing.add(command)
+
+
 def _paper(table: int, dataset: str, method: str, row: str, in_paper: bool) -> dict[str, Any]:
-    if not in_paper:
+    if not in_paper or dataset == spec.CAMOUFLAGE:  # not the paper's data: no paper number
         return {"paper": None, "paper_text": ""}
     cell = paper_cell(table, dataset, method, row)
     if cell is None:
@@ -108,7 +137,7 @@ def _select(records: list[dict], method: str, dataset: str, keep: Callable[[dict
             per_image: Callable[[dict], float | None] | None = None, **paper) -> Cell:
     """The cell for records of a method and dataset that pass `keep`: the best profile's runs
     (or only `profile`'s)."""
-    chosen = [r for r in records if r["method"] == method and r["dataset"] == dataset
+    chosen = [r for r in records if r["method"] == method and _dataset(r) == dataset
               and keep(r) and (profile is None or r["profile"] == profile)]
     for name in by_rank():
         runs = [r for r in chosen if r["profile"] == name]
@@ -164,7 +193,7 @@ def _scores(met: dict, groups: bool) -> dict:
 def _ceiling(records: list[dict], dataset: str, groups: bool = False) -> Ceiling | None:
     """The ceiling of the dataset from the record with the most test pairs; None when no record
     has one."""
-    have = [r for r in records if r["dataset"] == dataset
+    have = [r for r in records if _dataset(r) == dataset
             and _scores(r["metrics"], groups).get("ceiling")]
     if not have:
         return None
@@ -212,12 +241,23 @@ def _visible_only_note(labels: list[str]) -> list[str]:
             f"amodal truth), not a score; {'its' if one else 'their'} visible IoU is in Table 1b."]
 
 
+def _camouflage_note(datasets: tuple[str, ...]) -> list[str]:
+    if spec.CAMOUFLAGE not in datasets:
+        return []
+    return [f"{spec.DATASET_TITLES[spec.CAMOUFLAGE]}: Geo+ in geogen's camouflage look "
+            f"(greyscale textures tinted, and colour crops of the background photographs "
+            f"among the textures; every Geo+ record made before the look was recorded), harder "
+            f"than the paper's Geo+ and not its data, so no paper number (docs/data.md)."]
+
+
 def _part(key: str, part: str, groups: bool = False) -> Callable[[dict], float | None]:
     return lambda met: _scores(met, groups)[key][part]
 
 
-def table1(records: list[dict], methods: dict, profile: str | None = None) -> Table:
+def table1(records: list[dict], methods: dict, profile: str | None = None,
+           datasets: tuple[str, ...] | None = None) -> Table:
     """Table 1a: amodal IoU; a visible-only method's cells hold the dataset's ceiling."""
+    datasets = datasets or _datasets(records)
     cols = _methods_of(spec.TABLE1, methods)
     headers, visible_only, sees = [], [], []
     for name, label in cols:
@@ -232,8 +272,8 @@ def table1(records: list[dict], methods: dict, profile: str | None = None) -> Ta
         headers.append(label + marks)
     notes = _visible_only_note(visible_only) + _gt_note(sees)
     t = Table(spec.TABLE1.title, ["dataset", "shape"], headers, notes=notes)
-    ceilings = {ds: _ceiling(records, ds) for ds in spec.DATASETS}
-    for ds in spec.DATASETS:
+    ceilings = {ds: _ceiling(records, ds) for ds in datasets}
+    for ds in datasets:
         for part in spec.PARTS:
             cells = []
             for name, _ in cols:
@@ -248,10 +288,11 @@ def table1(records: list[dict], methods: dict, profile: str | None = None) -> Ta
                             profile, per_image=_part("amodal_iou_per_image", part), **paper)
                 cells.append(c)
                 if c.profile is None:
-                    t.missing.add(_run_cmd(name, ds, profile))
+                    _want(t, ds, _run_cmd(name, ds, profile))
             t.rows.append(([spec.DATASET_TITLES[ds], part], cells))
     _exercise_rows(t, cols, visible=False)
     _stand_in_rows(t, records, cols, methods, profile, visible=False)
+    t.notes += _camouflage_note(datasets)
     known = [(ds, c) for ds, c in ceilings.items() if c]
     if known:
         t.notes.append("Ceiling: the ground-truth visible masks scored against the amodal truth "
@@ -317,8 +358,10 @@ def _stand_in_rows(t: Table, records: list[dict], cols: list[tuple[str, str]], m
                    f"(groups.parts_union, docs/benchmark.md).")
 
 
-def table1_visible(records: list[dict], methods: dict, profile: str | None = None) -> Table:
+def table1_visible(records: list[dict], methods: dict, profile: str | None = None,
+                   datasets: tuple[str, ...] | None = None) -> Table:
     """Table 1b: visible IoU of every method."""
+    datasets = datasets or _datasets(records)
     cols = _methods_of(spec.TABLE1, methods)
     headers, seeing, per_image = [], [], []
     for name, label in cols:
@@ -332,7 +375,7 @@ def table1_visible(records: list[dict], methods: dict, profile: str | None = Non
             per_image.append(label)
     notes = _gt_note(seeing) + _per_image_note(per_image)
     t = Table(spec.TABLE1_VISIBLE_TITLE, ["dataset", "shape"], headers, notes=notes)
-    for ds in spec.DATASETS:
+    for ds in datasets:
         for part in spec.PARTS:
             cells = []
             for name, _ in cols:
@@ -343,16 +386,18 @@ def table1_visible(records: list[dict], methods: dict, profile: str | None = Non
                             per_image=_part("visible_iou_per_image", part), **paper)
                 cells.append(c)
                 if c.profile is None:
-                    t.missing.add(_run_cmd(name, ds, profile))
+                    _want(t, ds, _run_cmd(name, ds, profile))
             t.rows.append(([spec.DATASET_TITLES[ds], part], cells))
     _exercise_rows(t, cols, visible=True)
     _stand_in_rows(t, records, cols, methods, profile, visible=True)
+    t.notes += _camouflage_note(datasets)
     t.notes.append("The paper's FlowCapsules cells are in Table 1a (its amodal masks).")
     return t
 
 
-def table2(records: list[dict], methods: dict, profile: str | None = None) -> Table:
-    columns = [(ds, n) for ds in spec.DATASETS for n in spec.CLUSTERS]
+def table2(records: list[dict], methods: dict, profile: str | None = None,
+           datasets: tuple[str, ...] | None = None) -> Table:
+    columns = [(ds, n) for ds in datasets or _datasets(records) for n in spec.CLUSTERS]
     t = Table(spec.TABLE2.title, ["method"],
               [f"{spec.DATASET_TITLES[ds]} N={n}" for ds, n in columns])
     for name, label in _methods_of(spec.TABLE2, methods):
@@ -363,7 +408,7 @@ def table2(records: list[dict], methods: dict, profile: str | None = None) -> Ta
                         profile, **paper)
             cells.append(c)
             if c.profile is None:
-                t.missing.add(_run_cmd(name, ds, profile))
+                _want(t, ds, _run_cmd(name, ds, profile))
         t.rows.append(([label], cells))
     t.notes.append(f"{spec.PAPER_TITLES['flowscae']}: the paper's FlowCapsules row, made with its "
                    f"FlowSCAE protocol (SCAE's object capsules trained on FlowCapsules' part "
@@ -372,12 +417,14 @@ def table2(records: list[dict], methods: dict, profile: str | None = None) -> Ta
     return t
 
 
-def table3(records: list[dict], methods: dict | None = None, profile: str | None = None) -> Table:
-    t = Table(spec.TABLE3_TITLE, ["ablation"], [spec.DATASET_TITLES[ds] for ds in spec.DATASETS])
+def table3(records: list[dict], methods: dict | None = None, profile: str | None = None,
+           datasets: tuple[str, ...] | None = None) -> Table:
+    datasets = datasets or _datasets(records)
+    t = Table(spec.TABLE3_TITLE, ["ablation"], [spec.DATASET_TITLES[ds] for ds in datasets])
     for row in spec.ABLATION_ROWS:
         cells = []
-        for ds in spec.DATASETS:
-            if ds not in row.datasets:
+        for ds in datasets:
+            if _variant(ds) not in row.datasets:
                 cells.append(Cell(na="n/a"))  # the paper ran this row on Geo only
                 continue
             c = _select(records, spec.TABLE3_METHOD, ds,
@@ -386,8 +433,8 @@ def table3(records: list[dict], methods: dict | None = None, profile: str | None
                         **_paper(3, ds, spec.TABLE3_METHOD, row.label, True))
             cells.append(c)
             if c.profile is None:
-                t.missing.add(f"flowbench ablate --dataset {ds}"
-                              + (f" --profile {profile}" if profile else ""))
+                _want(t, ds, f"flowbench ablate --dataset {ds}"
+                      + (f" --profile {profile}" if profile else ""))
         t.rows.append(([row.label], cells))
     t.notes.append("A run fills a row when its model's axes equal every axis the row states and "
                    "it changed no other axis from the method's default. The K, |s| rows also "
@@ -400,9 +447,11 @@ def table3(records: list[dict], methods: dict | None = None, profile: str | None
 LOCAL_ROW = " (local)"  # after the first label of a row of a user's own runs
 
 
-def _tables(records: list[dict], methods: dict, profile: str | None) -> list[Table]:
-    return [table1(records, methods, profile), table1_visible(records, methods, profile),
-            table2(records, methods, profile), table3(records, methods, profile)]
+def _tables(records: list[dict], methods: dict, profile: str | None,
+            datasets: tuple[str, ...]) -> list[Table]:
+    return [table1(records, methods, profile, datasets),
+            table1_visible(records, methods, profile, datasets),
+            table2(records, methods, profile, datasets), table3(records, methods, profile, datasets)]
 
 
 def _with_local_rows(t: Table, local: Table) -> Table:
@@ -436,7 +485,9 @@ def build_tables(records: list[dict], methods: dict | None = None,
         methods = load_methods()
     committed = [r for r in records if not r.get("_local")]
     local = [r for r in records if r.get("_local")]
+    datasets = _datasets(records)  # of all records: the committed and local rows pair up
     if not committed or not local:
-        return _tables(records, methods, profile)
+        return _tables(records, methods, profile, datasets)
     return [_with_local_rows(t, mine) for t, mine in
-            zip(_tables(committed, methods, profile), _tables(local, methods, profile))]
+            zip(_tables(committed, methods, profile, datasets),
+                _tables(local, methods, profile, datasets))]

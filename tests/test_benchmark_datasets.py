@@ -87,3 +87,32 @@ def test_articulated_table1_targets_are_whole_limbs_from_the_manifest():
         targets({"variant": "articulated", "slots": list(slots)})
     plus = {"variant": "articulated+", **get_variant("articulated+").manifest_entries}
     assert targets(plus) == (slots, groups)  # the textured figures score the same parts
+
+
+def test_a_geo_plus_folder_of_the_former_look_is_refused_for_a_paper_look_run(tmp_path):
+    """The benchmark's own Geo+ folder made before geogen recorded looks (the camouflage look)
+    is not trained or scored as the paper's Geo+: one line, as for other settings; a folder
+    the user names is taken as it is (its record notes the look)."""
+    import json
+
+    from benchmark import datasets
+    from benchmark.errors import BenchmarkError
+    from geogen.make import make_dataset
+    cfg = datasets.make_config("geo+", tmp_path / "gp", n=4, val=0, test=2, size=32)
+    assert cfg.look == "paper"
+    old = datasets.make_config("geo+", tmp_path / "gp", n=4, val=0, test=2, size=32,
+                               look="camouflage")
+    root = make_dataset(old, progress=False)
+    with pytest.raises(BenchmarkError, match=r"holds geo\+ in the camouflage look, this run "
+                                             r"needs the paper look; move that folder away"):
+        datasets.ensure(cfg, root, may_make=True, own_folder=True)
+    manifest = json.loads((root / "manifest.json").read_text())
+    del manifest["config"]["look"]  # as every Geo+ folder made before looks were recorded
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BenchmarkError, match=r"camouflage look \(made before geogen recorded "
+                                             r"looks\), this run needs the paper look"):
+        datasets.ensure(cfg, root, may_make=True, own_folder=True)
+    assert datasets.ensure(cfg, root, may_make=False, own_folder=False) == root
+    assert datasets.ensure(old, root, may_make=False, own_folder=True) == root
+    assert runner._look_entry(manifest) == {"look": "camouflage"}
+    assert runner._look_entry({"variant": "geo", "config": {}}) == {}

@@ -25,8 +25,9 @@ CEILING = {"circle": 0.655, "square": 0.921, "triangle": 1.0, "all": 0.832}
 
 
 def _rec(method="flowcaps", dataset="geo", profile="quick", seed=0, all_iou=0.9,
-         axes=(8, 27, 3, True), variant=None, k4=0.8, local=False, visible=None):
-    """A record; with `visible` its visible numbers and the dataset's ceiling."""
+         axes=(8, 27, 3, True), variant=None, k4=0.8, local=False, visible=None, look="paper"):
+    """A record; with `visible` its visible numbers and the dataset's ceiling; `look` is its
+    data's (read for Geo+ only; None: a record made before looks were recorded)."""
     variant = variant or {}
     seen = {} if visible is None else {
         "visible_iou": _parts(visible), "visible_iou_per_image": _parts(visible + 0.01),
@@ -34,7 +35,7 @@ def _rec(method="flowcaps", dataset="geo", profile="quick", seed=0, all_iou=0.9,
     return {"method": method, "dataset": dataset, "profile": profile, "seed": seed,
             "axes": dict(zip(NAMES, axes)),
             "variant": {n: variant.get(n) for n in NAMES},
-            "data": {"supersample": 5},
+            "data": {"supersample": 5, **({"look": look} if look else {})},
             "metrics": {"amodal_iou": _parts(all_iou),
                         "amodal_iou_per_image": _parts(all_iou + 0.02),
                         "kmeans_4": k4, "kmeans_100": None, "kmeans_rule": "majority",
@@ -431,3 +432,43 @@ def test_articulated_rows_stand_in_for_exercise_below_the_papers_rows():
     assert "flowbench run psd --dataset articulated" in v.missing
     # No record of the stand-in yet: no rows of it (the README's tables stay as they were).
     assert not any(row[0] == title for row, _ in _t1([_rec()]).rows)
+
+
+def test_geo_plus_records_without_a_look_fill_camouflage_rows_never_the_papers():
+    """Geo+ records made before geogen recorded looks were scored on the camouflage look: they
+    fill "Geo+ (camouflage)" rows and columns with no paper number, never the Geo+ ones."""
+    old = _rec(dataset="geo+", all_iou=0.6, visible=0.5, k4=0.4, look=None)
+    camouflage = _rec(dataset="geo+", all_iou=0.62, seed=1, visible=0.5, look="camouflage")
+    paper = _rec(dataset="geo+", all_iou=0.8, seed=2, look="paper")
+    t1, t1b, t2, t3 = tables.build_tables([_rec(), old, camouflage])
+    assert _cell(t1, ["Geo+ (camouflage)", "all"], "FlowCapsules").values == (0.6, 0.62)
+    assert _cell(t1, ["Geo+ (camouflage)", "all"], "FlowCapsules").theirs() == ""
+    assert _cell(t1, ["Geo+", "all"], "FlowCapsules").ours() == "-"
+    assert _cell(t1, ["Geo+", "all"], "FlowCapsules").theirs() == "0.89"
+    assert _cell(t1, ["Geo+", "all"], "PSD†‡").ours() == "ceiling: -"  # the camouflage's is not
+    assert _cell(t1, ["Geo+ (camouflage)", "all"], "PSD†‡").ours() == "ceiling 0.832"
+    assert _cell(t1b, ["Geo+ (camouflage)", "all"], "FlowCapsules").values == (0.5, 0.5)
+    assert _cell(t2, ["FlowCapsules, k-means on raw capsule vectors"],
+                 "Geo+ (camouflage) N=4").values == (0.4, 0.8)
+    assert _cell(t3, ["K=8, |s|=27"], "Geo+ (camouflage)").values == (0.6, 0.62)
+    assert _cell(t3, ["K=8, |s|=27"], "Geo+").values == ()
+    assert "flowbench run flowcaps --dataset geo+" in t1.missing  # the paper's Geo+ is to run
+    assert not any("camouflage" in c for t in (t1, t1b, t2, t3) for c in t.missing)
+    assert any(n.startswith("Geo+ (camouflage): ") for n in t1.notes)
+    # a record of the paper's look fills the Geo+ row; without camouflage records no such rows
+    t1, _, t2, t3 = tables.build_tables([_rec(), paper])
+    assert _cell(t1, ["Geo+", "all"], "FlowCapsules").values == (0.8,)
+    assert all(r[0][0] != "Geo+ (camouflage)" for r in t1.rows)
+    assert not any(c.startswith("Geo+ (camouflage)") for c in t2.columns + t3.columns)
+
+
+def test_the_committed_geo_plus_records_are_labelled_camouflage(monkeypatch):
+    from benchmark.records import COMMITTED, load_records, record_look
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    records, _ = load_records([COMMITTED])
+    geo_plus = [r for r in records if r["dataset"] == "geo+"]
+    assert geo_plus and all("look" not in r["data"] for r in geo_plus)
+    assert {record_look(r) for r in geo_plus} == {"camouflage"}
+    t1 = tables.build_tables(records)[0]
+    assert _cell(t1, ["Geo+", "all"], "FlowCapsules").ours() == "-"
+    assert _cell(t1, ["Geo+ (camouflage)", "all"], "FlowCapsules").ours() == "0.698 (long)"

@@ -65,6 +65,25 @@ def test_with_block_keeps_the_rest_and_bad_markers_are_one_line_errors(tmp_path,
 KEPT = REPO / "tests" / "data" / "tables_kept_records"  # .csv and .sha256
 
 
+CAMOUFLAGE = "Geo+ (camouflage)"
+
+
+def _camouflaged(key: tuple[str, str, str]) -> tuple[str, str, str]:
+    """Where a Geo+ cell of the kept csv is now: (table, row, column)."""
+    table, row, column = key
+    if row.startswith("Geo+ / "):
+        row = CAMOUFLAGE + row[len("Geo+"):]
+    if column == "Geo+" or column.startswith("Geo+ N="):
+        column = CAMOUFLAGE + column[len("Geo+"):]
+    return table, row, column
+
+
+def _camouflaged_cell(key: tuple[str, str, str], cell: dict[str, str]) -> dict[str, str]:
+    moved = _camouflaged(key) != key
+    return {**cell, **({"row": _camouflaged(key)[1], "column": _camouflaged(key)[2],
+                        "paper": ""} if moved else {})}
+
+
 def _cells(text: str) -> dict[tuple[str, str, str], dict[str, str]]:
     return {(r["table"], r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(text))}
 
@@ -84,7 +103,10 @@ def test_the_kept_records_cells_are_what_the_former_table_code_made_of_them(tmp_
         (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / p, tmp_path / p)
     monkeypatch.chdir(tmp_path)  # the copy is the committed tree there
-    before = _cells(KEPT.with_suffix(".csv").read_text())
+    # Those Geo+ records were made on the look now called camouflage: their cells moved to the
+    # "Geo+ (camouflage)" rows and columns, without the paper's numbers (not its data).
+    before = {_camouflaged(key): _camouflaged_cell(key, cell)
+              for key, cell in _cells(KEPT.with_suffix(".csv").read_text()).items()}
     after = _cells(tables_text([COMMITTED], fmt="csv"))
     rows = {key[:2] for key in after}
     compared = 0
