@@ -127,3 +127,32 @@ def ablation_variant(row: AblationRow, defaults: Axes) -> Axes:
     have = asdict(defaults)
     return Axes(**{k: (v if v is not None and v != have[k] else None)
                    for k, v in asdict(row.pinned).items()})
+
+
+def table_dataset(record: dict) -> str:
+    """The dataset a record's numbers belong to in the tables: its own, or CAMOUFLAGE."""
+    from benchmark.records import record_look
+    if record["dataset"] == "geo+" and record_look(record) == "camouflage":
+        return CAMOUFLAGE
+    return record["dataset"]
+
+
+def table_datasets(records: list[dict]) -> tuple[str, ...]:
+    """The paper's datasets, then the camouflage look's when any record has it."""
+    extra = (CAMOUFLAGE,) if any(table_dataset(r) == CAMOUFLAGE for r in records) else ()
+    return DATASETS + extra
+
+
+def variant_of(dataset: str) -> str:
+    """The geogen variant (and `--dataset`) of a table dataset."""
+    return "geo+" if dataset == CAMOUFLAGE else dataset
+
+
+def camouflage_note(datasets: tuple[str, ...]) -> list[str]:
+    """The tables' note on the camouflage rows, when they are shown."""
+    if CAMOUFLAGE not in datasets:
+        return []
+    return [f"{DATASET_TITLES[CAMOUFLAGE]}: Geo+ in geogen's camouflage look (greyscale "
+            f"textures tinted, and colour crops of the background photographs among the "
+            f"textures; every Geo+ record made before the look was recorded), harder than the "
+            f"paper's Geo+ and not its data, so no paper number (docs/data.md)."]

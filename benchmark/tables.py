@@ -33,7 +33,6 @@ from benchmark import paper_tables as spec
 from benchmark.paper import paper_cell
 from benchmark.paper import paper_text as text_numbers
 from benchmark.profiles import by_rank
-from benchmark.records import record_look
 
 NOT_PUBLIC = "not public"
 NO_CEILING = "ceiling: -"  # a visible-only method's Table 1a cell where no record has one
@@ -82,24 +81,6 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
 
-def _dataset(r: dict) -> str:
-    """The dataset a record's numbers belong to in the tables: its own, or CAMOUFLAGE."""
-    if r["dataset"] == "geo+" and record_look(r) == "camouflage":
-        return spec.CAMOUFLAGE
-    return r["dataset"]
-
-
-def _datasets(records: list[dict]) -> tuple[str, ...]:
-    """The paper's datasets, then the camouflage look's when any record has it."""
-    extra = (spec.CAMOUFLAGE,) if any(_dataset(r) == spec.CAMOUFLAGE for r in records) else ()
-    return spec.DATASETS + extra
-
-
-def _variant(dataset: str) -> str:
-    """The geogen variant (and `--dataset`) of a table dataset."""
-    return "geo+" if dataset == spec.CAMOUFLAGE else dataset
-
-
 def _want(t: "Table", dataset: str, command: str) -> None:
     """Name the run that fills an empty cell; none for the camouflage look, which the
     benchmark's own data no longer has (it is made with `geogen make --look camouflage`)."""
@@ -137,7 +118,7 @@ def _select(records: list[dict], method: str, dataset: str, keep: Callable[[dict
             per_image: Callable[[dict], float | None] | None = None, **paper) -> Cell:
     """The cell for records of a method and dataset that pass `keep`: the best profile's runs
     (or only `profile`'s)."""
-    chosen = [r for r in records if r["method"] == method and _dataset(r) == dataset
+    chosen = [r for r in records if r["method"] == method and spec.table_dataset(r) == dataset
               and keep(r) and (profile is None or r["profile"] == profile)]
     for name in by_rank():
         runs = [r for r in chosen if r["profile"] == name]
@@ -193,7 +174,7 @@ def _scores(met: dict, groups: bool) -> dict:
 def _ceiling(records: list[dict], dataset: str, groups: bool = False) -> Ceiling | None:
     """The ceiling of the dataset from the record with the most test pairs; None when no record
     has one."""
-    have = [r for r in records if _dataset(r) == dataset
+    have = [r for r in records if spec.table_dataset(r) == dataset
             and _scores(r["metrics"], groups).get("ceiling")]
     if not have:
         return None
@@ -241,15 +222,6 @@ def _visible_only_note(labels: list[str]) -> list[str]:
             f"amodal truth), not a score; {'its' if one else 'their'} visible IoU is in Table 1b."]
 
 
-def _camouflage_note(datasets: tuple[str, ...]) -> list[str]:
-    if spec.CAMOUFLAGE not in datasets:
-        return []
-    return [f"{spec.DATASET_TITLES[spec.CAMOUFLAGE]}: Geo+ in geogen's camouflage look "
-            f"(greyscale textures tinted, and colour crops of the background photographs "
-            f"among the textures; every Geo+ record made before the look was recorded), harder "
-            f"than the paper's Geo+ and not its data, so no paper number (docs/data.md)."]
-
-
 def _part(key: str, part: str, groups: bool = False) -> Callable[[dict], float | None]:
     return lambda met: _scores(met, groups)[key][part]
 
@@ -257,7 +229,7 @@ def _part(key: str, part: str, groups: bool = False) -> Callable[[dict], float |
 def table1(records: list[dict], methods: dict, profile: str | None = None,
            datasets: tuple[str, ...] | None = None) -> Table:
     """Table 1a: amodal IoU; a visible-only method's cells hold the dataset's ceiling."""
-    datasets = datasets or _datasets(records)
+    datasets = datasets or spec.table_datasets(records)
     cols = _methods_of(spec.TABLE1, methods)
     headers, visible_only, sees = [], [], []
     for name, label in cols:
@@ -292,7 +264,7 @@ def table1(records: list[dict], methods: dict, profile: str | None = None,
             t.rows.append(([spec.DATASET_TITLES[ds], part], cells))
     _exercise_rows(t, cols, visible=False)
     _stand_in_rows(t, records, cols, methods, profile, visible=False)
-    t.notes += _camouflage_note(datasets)
+    t.notes += spec.camouflage_note(datasets)
     known = [(ds, c) for ds, c in ceilings.items() if c]
     if known:
         t.notes.append("Ceiling: the ground-truth visible masks scored against the amodal truth "
@@ -361,7 +333,7 @@ def _stand_in_rows(t: Table, records: list[dict], cols: list[tuple[str, str]], m
 def table1_visible(records: list[dict], methods: dict, profile: str | None = None,
                    datasets: tuple[str, ...] | None = None) -> Table:
     """Table 1b: visible IoU of every method."""
-    datasets = datasets or _datasets(records)
+    datasets = datasets or spec.table_datasets(records)
     cols = _methods_of(spec.TABLE1, methods)
     headers, seeing, per_image = [], [], []
     for name, label in cols:
@@ -390,14 +362,14 @@ def table1_visible(records: list[dict], methods: dict, profile: str | None = Non
             t.rows.append(([spec.DATASET_TITLES[ds], part], cells))
     _exercise_rows(t, cols, visible=True)
     _stand_in_rows(t, records, cols, methods, profile, visible=True)
-    t.notes += _camouflage_note(datasets)
+    t.notes += spec.camouflage_note(datasets)
     t.notes.append("The paper's FlowCapsules cells are in Table 1a (its amodal masks).")
     return t
 
 
 def table2(records: list[dict], methods: dict, profile: str | None = None,
            datasets: tuple[str, ...] | None = None) -> Table:
-    columns = [(ds, n) for ds in datasets or _datasets(records) for n in spec.CLUSTERS]
+    columns = [(ds, n) for ds in datasets or spec.table_datasets(records) for n in spec.CLUSTERS]
     t = Table(spec.TABLE2.title, ["method"],
               [f"{spec.DATASET_TITLES[ds]} N={n}" for ds, n in columns])
     for name, label in _methods_of(spec.TABLE2, methods):
@@ -419,12 +391,12 @@ def table2(records: list[dict], methods: dict, profile: str | None = None,
 
 def table3(records: list[dict], methods: dict | None = None, profile: str | None = None,
            datasets: tuple[str, ...] | None = None) -> Table:
-    datasets = datasets or _datasets(records)
+    datasets = datasets or spec.table_datasets(records)
     t = Table(spec.TABLE3_TITLE, ["ablation"], [spec.DATASET_TITLES[ds] for ds in datasets])
     for row in spec.ABLATION_ROWS:
         cells = []
         for ds in datasets:
-            if _variant(ds) not in row.datasets:
+            if spec.variant_of(ds) not in row.datasets:
                 cells.append(Cell(na="n/a"))  # the paper ran this row on Geo only
                 continue
             c = _select(records, spec.TABLE3_METHOD, ds,
@@ -451,7 +423,8 @@ def _tables(records: list[dict], methods: dict, profile: str | None,
             datasets: tuple[str, ...]) -> list[Table]:
     return [table1(records, methods, profile, datasets),
             table1_visible(records, methods, profile, datasets),
-            table2(records, methods, profile, datasets), table3(records, methods, profile, datasets)]
+            table2(records, methods, profile, datasets),
+            table3(records, methods, profile, datasets)]
 
 
 def _with_local_rows(t: Table, local: Table) -> Table:
@@ -485,7 +458,7 @@ def build_tables(records: list[dict], methods: dict | None = None,
         methods = load_methods()
     committed = [r for r in records if not r.get("_local")]
     local = [r for r in records if r.get("_local")]
-    datasets = _datasets(records)  # of all records: the committed and local rows pair up
+    datasets = spec.table_datasets(records)  # of all records: committed and local rows pair up
     if not committed or not local:
         return _tables(records, methods, profile, datasets)
     return [_with_local_rows(t, mine) for t, mine in

@@ -23,8 +23,8 @@ where it fits; and, in the camouflage look only, a multiplicative colour tint of
 sources. The paper's Geo+ puts greyscale Brodatz textures on photographs as they are, so its
 look (the default) does not tint; the camouflage look multiplies them by a random saturated
 colour (keeping their relative contrast), which with its colour crops of the background
-photographs makes a harder, different task (docs/data.md). Colour textures keep their colours. The renderer
-reads one colour per pixel, so `pixels_per_unit` (the shape's size in pixels) makes the fill
+photographs makes a harder, different task (docs/data.md). Colour textures keep their colours.
+The renderer reads one colour per pixel, so `pixels_per_unit` (the shape's size in pixels) makes the fill
 read the mip level whose pixels match the output grid (anti-aliased, no per-sample resize).
 
 Speed: banks are shrunk and given mip pyramids once per worker (`prepare_backgrounds`,

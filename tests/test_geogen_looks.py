@@ -13,6 +13,7 @@ from geogen.errors import GeogenError
 from geogen.make import MakeConfig, make_dataset, render_one, validate
 from geogen.schema import LOOKS, PHOTO_VARIANTS, look_of
 from geogen.variants import REGISTRY, get_variant, sample_rng
+from test_geogen_plus import _make
 
 # sha256 over every field (sorted by name) of samples made by the code before looks existed
 # (commit bffafe9, MakeConfig(variant, n=8, size, seed=7) and its defaults): the former default.
@@ -112,19 +113,15 @@ def test_a_shapes_texture_is_rarely_shared_with_another_shape_or_its_background(
     assert len(bank) >= 30
 
 
-def _make(tmp_path, name, **kw):
-    args = dict(variant="geo+", n=4, val=0, test=2, size=32, out=str(tmp_path / name),
-                workers=1, shard_size=8)
-    args.update(kw)
-    return make_dataset(MakeConfig(**args), progress=False)
+TINY = dict(n=4, val=0, test=2)  # a few samples of test_geogen_plus's 32 px set
 
 
 def test_the_manifest_says_which_look_the_data_has(tmp_path):
-    paper = shards.read_manifest(_make(tmp_path, "paper"))
+    paper = shards.read_manifest(_make(tmp_path, "paper", **TINY))
     assert paper["config"]["look"] == "paper" == look_of(paper)
     assert paper["sources"]["textures"]["source"] == "default:greyscale-textures"
     assert paper["sources"]["texture_config"]["tint_grey"] is False
-    camouflage = shards.read_manifest(_make(tmp_path, "camo", look="camouflage"))
+    camouflage = shards.read_manifest(_make(tmp_path, "camo", look="camouflage", **TINY))
     assert camouflage["config"]["look"] == "camouflage" == look_of(camouflage)
     assert camouflage["sources"]["textures"]["source"] == "default:textures"
     assert camouflage["sources"]["texture_config"]["tint_grey"] is True
@@ -139,7 +136,7 @@ def test_the_manifest_says_which_look_the_data_has(tmp_path):
 
 
 def test_two_builds_of_the_paper_look_are_byte_identical(tmp_path):
-    one, two = _make(tmp_path, "one"), _make(tmp_path, "two")
+    one, two = _make(tmp_path, "one", **TINY), _make(tmp_path, "two", **TINY)
     assert shards.read_manifest(one)["shards"] == shards.read_manifest(two)["shards"]
 
 
@@ -165,13 +162,12 @@ def test_a_bad_look_is_one_line_at_the_boundary(tmp_path):
 def test_a_folder_of_the_former_look_is_not_finished_as_the_papers(tmp_path):
     """A Geo+ run made before looks were recorded (its run.json has no look) is another
     setting: `make --resume` of the default look refuses it rather than mixing the two."""
-    root = _make(tmp_path, "old", look="camouflage")
+    root = _make(tmp_path, "old", look="camouflage", **TINY)
     for name in ("run.json", "manifest.json"):
         record = json.loads((root / name).read_text())
         config = record.get("config", record)
         del config["look"]
         (root / name).write_text(json.dumps(record))
-    args = dict(variant="geo+", n=4, val=0, test=2, size=32, out=str(root), workers=1,
-                shard_size=8)
+    args = dict(variant="geo+", size=32, out=str(root), workers=1, shard_size=8, **TINY)
     with pytest.raises(GeogenError, match="made with other settings"):
         make_dataset(MakeConfig(**args), resume=True, progress=False)

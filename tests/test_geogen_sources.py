@@ -102,8 +102,10 @@ def test_default_banks_load_offline(no_network):
     assert tex.names[:3] == ("brick", "grass", "gravel")
     grey_bg = {bg.names[i] for i in bg.describe()["grey"]}
     assert grey_bg == {"camera", "coins", "moon"}
-    assert {tex.names[i] for i in tex.describe()["grey"]} == {"brick", "grass", "gravel",
-                                                              "camera_lawn"}
+    assert set(tex.describe()["grey"]) == set(range(len(tex)))  # the paper look: all grey
+    camouflage = sources.load_bank(None, "textures", min_side=48, look="camouflage")
+    assert {camouflage.names[i] for i in camouflage.describe()["grey"]} == {
+        "brick", "grass", "gravel", "camera_lawn"}
     for bank in (bg, tex):
         for name, image in zip(bank.names, bank.images):
             assert image.dtype == np.float32 and image.ndim == 3 and image.shape[2] == 3
