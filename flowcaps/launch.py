@@ -22,7 +22,7 @@ from pathlib import Path
 from flowcaps import checkpoint
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
-from trainloop import lock
+from trainloop import ddp, lock
 from trainloop.errors import LoopError
 from trainloop.rendezvous import Rendezvous
 
@@ -114,22 +114,26 @@ def _run_torchrun(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool
     relay = threading.Thread(target=_relay, args=(proc.stderr, error_file), daemon=True)
     relay.start()
     interrupts = 0
-    main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
+    # SIGTERM raises as Ctrl-C does, unless the process handles it already (flowbench's own
+    # stop, a submitit job's, which asks through ddp.request_stop below)
+    own_term = (threading.current_thread() is threading.main_thread()  # signal's rule
+                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if own_term else None
     try:
-        while True:
-            try:
-                code = proc.wait()
-                break
-            except KeyboardInterrupt:
-                interrupts += 1
-                if interrupts == 1:
-                    _signal_ranks(proc, signal.SIGINT)
-                else:  # a second Ctrl-C: stop now, the last periodic checkpoint kept
-                    _signal_ranks(proc, signal.SIGKILL)
-                    proc.kill()
+        with ddp.launching(lambda: _signal_ranks(proc, signal.SIGINT)):
+            while True:
+                try:
+                    code = proc.wait()
+                    break
+                except KeyboardInterrupt:
+                    interrupts += 1
+                    if interrupts == 1:
+                        _signal_ranks(proc, signal.SIGINT)
+                    else:  # a second Ctrl-C: stop now, the last periodic checkpoint kept
+                        _signal_ranks(proc, signal.SIGKILL)
+                        proc.kill()
     finally:
-        if main_thread:
+        if own_term:
             signal.signal(signal.SIGTERM, previous)
         relay.join(timeout=10)
     if code != 0 and error_file.is_file():

@@ -7,7 +7,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, NoReturn
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -16,6 +17,7 @@ from torch import nn
 _stop_requested = threading.Event()  # a rank's SIGINT, once defer_interrupts() is in place
 _left = threading.Event()  # this process joined a process group and left it
 _in_loop = threading.Event()  # a loop is between its first and last step, reading the flag
+_launched: list[Callable[[], None]] = []  # how to stop the ranks this process waits on (launching)
 
 
 def setup(device: torch.device) -> tuple[int, int]:
@@ -130,12 +132,28 @@ def stop_requested() -> bool:
 def request_stop() -> bool:
     """Ask the running loop to save its checkpoint at the end of its step and stop (raising
     TrainingInterrupted), as a rank's SIGINT does: the way to stop it from a signal handler,
-    where a save mid-step would store half-updated state. False when no loop is running (no
-    step to end: the flag is left unset)."""
+    where a save mid-step would store half-updated state. In a launcher waiting on the ranks
+    it started (`launching`), the ranks are asked instead: each saves at its step's end and
+    exits. False when no loop is running (no step to end: the flag is left unset)."""
+    if _launched:
+        _launched[-1]()
+        return True
     if not _in_loop.is_set():
         return False
     _stop_requested.set()
     return True
+
+
+@contextmanager
+def launching(stop_ranks: Callable[[], None]) -> Iterator[None]:
+    """While inside, this process waits on ranks it started (flowcaps.launch): request_stop
+    calls `stop_ranks` (a SIGINT to each rank, which defer_interrupts turns into a stop at the
+    step's end), so a scheduler's signal to this process reaches the training."""
+    _launched.append(stop_ranks)
+    try:
+        yield
+    finally:
+        _launched.remove(stop_ranks)
 
 
 def mark_loop(running: bool) -> None:
