@@ -67,7 +67,9 @@ class Job:
     submitit's own handler checkpoint, requeue and exit. A training on several ranks (torchrun,
     started by this process) is reached the same way: the launcher hands each rank the stop
     (trainloop.ddp.request_stop), the ranks save at their step's end and exit, and then the job
-    requeues. A bare SIGTERM (which submitit would log and ignore) is taken as the USR2.
+    requeues. A bare SIGTERM (scancel's; submitit would log and ignore it) stops the training the
+    same way, saved at the step's end, but ends the job without a requeue: the same command
+    resumes it from its run folder.
     """
 
     def __init__(self, plan: Plan):
@@ -84,20 +86,23 @@ class Job:
         caught: list[int] = []
 
         def at_step_end(signum: int, frame) -> None:
-            if caught:  # the stop is under way
+            if caught:  # the stop is under way; a USR2 after a SIGTERM still asks the requeue
+                caught.append(signum)
                 return
             if ddp.request_stop():  # the loop (or the ranks) saves at this step's end, stops
                 caught.append(signum)
-            else:  # no step to finish (data, evaluation): requeue now, as submitit does
+            elif signum == sig:  # no step to finish (data, evaluation): requeue now, as submitit
                 submitits(signum, frame)
+            else:  # a bare SIGTERM outside training: end the job, as the signal asks
+                raise SystemExit(128 + signum)
 
         previous = {s: signal.signal(s, at_step_end) for s in (sig, signal.SIGTERM)}
         try:
             return self._run()
         except BaseException:
-            if caught:  # the checkpoint is saved: checkpoint(), requeue and exit
-                submitits(caught[0], None)
-            raise
+            if sig in caught:  # the checkpoint is saved: checkpoint(), requeue and exit
+                submitits(sig, None)
+            raise  # a bare SIGTERM (scancel's): saved, and the job ends without a requeue
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)

@@ -8,6 +8,7 @@ A note is JSON under a name that is not `*.json`, so the record readers never se
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,8 +87,12 @@ def _noted_local_job(submitit):
 def _controller_runs(pid: int, folder: Path) -> bool:
     """Whether `pid` is still submitit's local controller for `folder` (not a process that
     took the number since)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return False
+    for _ in range(50):  # a process just started reads an empty cmdline for a moment
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return False
+        if cmdline:
+            break
+        time.sleep(0.05)
     return "submitit.local._local" in cmdline and str(Path(folder).absolute()) in cmdline

@@ -144,7 +144,7 @@ def test_submitit_local_runs_the_jobs_as_processes_and_a_rerun_waits_for_a_live_
         sleeper.send_signal(signal.SIGINT)  # the controller stops its task and ends
         sleeper.wait(timeout=30)
     assert (f"seed 0: job {sleeper.pid} is still RUNNING; waiting for it (kill -INT "
-            f"{sleeper.pid} to stop it)") in res.output
+            f"{sleeper.pid} to stop it)") in res.output, res.output
     assert batches == [2] and "record exists, skipping seed 1" in res.output
     assert res.output.strip().splitlines()[-1].startswith(
         "Error: stopped waiting; 1 job(s) of this machine go on unless the stop reached them")
@@ -168,6 +168,7 @@ def _ranks_job():
             cfg, data = self.plan
             out = Path(cfg.loop.out)
             pid = out.parent / "job.pid"
+            out.parent.mkdir(parents=True, exist_ok=True)
             if not pid.exists():
                 pid.write_text(str(os.getpid()))
             else:
@@ -180,9 +181,10 @@ def _ranks_job():
 @pytest.mark.parametrize("sig", [signal.SIGUSR2, signal.SIGTERM])
 def test_a_signal_to_a_jobs_process_stops_its_ranks_at_a_step_end_and_the_requeue_resumes(
         tiny_geo, tmp_path, monkeypatch, sig):
-    """USR2 (preemption, a time limit near) or a bare SIGTERM reaches the job's process, the
-    torchrun launcher's parent: the ranks end their step, save and exit, submitit requeues the
-    job, and the requeued job resumes: its weights are an unbroken run's."""
+    """USR2 (preemption, a time limit near) or a bare SIGTERM (scancel's) reaches the job's
+    process, the torchrun launcher's parent: the ranks end their step, save and exit; on USR2
+    submitit requeues the job, on SIGTERM the job ends; the requeued (or submitted again) job
+    resumes, and its weights are an unbroken run's."""
     import time
 
     import torch
@@ -203,11 +205,20 @@ def test_a_signal_to_a_jobs_process_stops_its_ranks_at_a_step_end_and_the_requeu
         assert time.monotonic() < deadline and job.state == "RUNNING", job.stderr()
         time.sleep(0.05)
     os.kill(int(pid.read_text()), sig)
-    [model] = job.result()
+    requeued = lambda: "Requeued job" in "".join(  # noqa: E731
+        p.read_text() for p in (tmp_path / "logs").glob("*_log.*"))
+    if sig == signal.SIGUSR2:
+        [model] = job.result()
+        assert requeued()
+    else:  # scancel's SIGTERM: saved and ended, never requeued; the same job again resumes
+        with pytest.raises(Exception):
+            job.result()
+        assert not requeued() and (Path(cfg.loop.out) / "checkpoint.pt").exists()
+        job = _executor(opts, submitit, "ranks").submit(_ranks_job()((cfg, tiny_geo)))
+        [model] = job.result()
     resumed = int((tmp_path / "job" / "resumed_from").read_text())
     steps = 48 // 8 * 8  # 48 pairs, a global batch of 8, 8 epochs
     assert 2 <= resumed < steps, resumed
-    assert "Requeued job" in "".join(p.read_text() for p in (tmp_path / "logs").glob("*.err"))
     plain = flowcaps.train(cfg.replace(out=str(tmp_path / "plain")), tiny_geo, progress=False)
     a, b = checkpoint.read(Path(model))["model"], checkpoint.read(plain)["model"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
