@@ -34,6 +34,9 @@ from benchmark.profiles import by_rank
 NOT_PUBLIC = "not public"
 NO_CEILING = "ceiling: -"  # a visible-only method's Table 1a cell where no record has one
 AMODAL_MARK, GT_MARK, PER_IMAGE_MARK = "†", "‡", "¶"
+COLLAPSED = "collapsed"
+# A run whose every amodal IoU is at most this drew no mask over any shape: its masks collapsed.
+COLLAPSE_IOU = 1e-3
 
 
 @dataclass(frozen=True)
@@ -49,20 +52,25 @@ class Cell:
     sources: tuple[str, ...] = ()  # the record files
     per_image: tuple[float, ...] = ()  # the same runs under per-image assignment (csv only)
     ceiling: float | None = None  # shown instead of a score (a visible-only method, Table 1a)
+    collapsed: int = 0  # runs left out of `values` because their masks collapsed (Table 3)
 
     def ours(self) -> str:
         if self.ceiling is not None:
             return f"ceiling {self.ceiling:.3f}"
         if self.na:
             return self.na
+        where = ", ".join([self.profile or ""] + (["local"] if self.local else []))
         if not self.values:
+            if self.collapsed:
+                seeds = f", {self.collapsed} seeds" if self.collapsed > 1 else ""
+                return f"{COLLAPSED} ({where}{seeds})"
             return "-"
         mean = float(np.mean(self.values))
-        where = ", ".join([self.profile or ""] + (["local"] if self.local else []))
+        also = f"; {self.collapsed} {COLLAPSED}" if self.collapsed else ""
         if len(self.values) == 1:
-            return f"{mean:.3f} ({where})"
+            return f"{mean:.3f} ({where}{also})"
         std = float(np.std(self.values, ddof=1))
-        return f"{mean:.3f} ± {std:.3f} ({where}, {len(self.values)} seeds)"
+        return f"{mean:.3f} ± {std:.3f} ({where}, {len(self.values)} seeds{also})"
 
     def theirs(self) -> str:
         return self.paper_text
@@ -105,18 +113,21 @@ def _values(runs: list[dict], value: Callable[[dict], float | None] | None) -> t
 
 def _select(records: list[dict], method: str, dataset: str, keep: Callable[[dict], bool],
             value: Callable[[dict], float | None], profile: str | None,
-            per_image: Callable[[dict], float | None] | None = None, **paper) -> Cell:
+            per_image: Callable[[dict], float | None] | None = None,
+            collapsed: Callable[[dict], bool] = lambda met: False, **paper) -> Cell:
     """The cell for records of a method and dataset that pass `keep`: the best profile's runs
-    (or only `profile`'s)."""
+    (or only `profile`'s); those whose metrics are `collapsed` are counted, not averaged."""
     chosen = [r for r in records if r["method"] == method and r["dataset"] == dataset
               and keep(r) and (profile is None or r["profile"] == profile)]
     for name in by_rank():
         runs = [r for r in chosen if r["profile"] == name]
         if not runs:
             continue
-        return Cell(values=_values(runs, value), per_image=_values(runs, per_image), profile=name,
-                    local=any(r.get("_local") for r in runs),
-                    sources=tuple(r.get("_path", "") for r in runs), **paper)
+        scored = [r for r in runs if not collapsed(r["metrics"])]
+        return Cell(values=_values(scored, value), per_image=_values(scored, per_image),
+                    profile=name, local=any(r.get("_local") for r in runs),
+                    sources=tuple(r.get("_path", "") for r in runs),
+                    collapsed=len(runs) - len(scored), **paper)
     return Cell(**paper)
 
 
@@ -372,8 +383,15 @@ def table2(records: list[dict], methods: dict, profile: str | None = None) -> Ta
     return t
 
 
+def masks_collapsed(met: dict) -> bool:
+    """Every amodal IoU of a run is ~0: no mask rose above 0.5 over any shape (they collapsed)."""
+    ious = [v for v in (met.get("amodal_iou") or {}).values() if v is not None]
+    return bool(ious) and max(ious) <= COLLAPSE_IOU
+
+
 def table3(records: list[dict], methods: dict | None = None, profile: str | None = None) -> Table:
-    t = Table(spec.TABLE3_TITLE, ["ablation"], [spec.DATASET_TITLES[ds] for ds in spec.DATASETS])
+    t = Table(spec.TABLE3_TITLE, ["ablation", "masks scored"],
+              [spec.DATASET_TITLES[ds] for ds in spec.DATASETS])
     for row in spec.ABLATION_ROWS:
         cells = []
         for ds in spec.DATASETS:
@@ -383,12 +401,18 @@ def table3(records: list[dict], methods: dict | None = None, profile: str | None
             c = _select(records, spec.TABLE3_METHOD, ds,
                         row.matches,
                         lambda met: met["amodal_iou"]["all"], profile,
+                        collapsed=masks_collapsed,
                         **_paper(3, ds, spec.TABLE3_METHOD, row.label, True))
             cells.append(c)
             if c.profile is None:
                 t.missing.add(f"flowbench ablate --dataset {ds}"
                               + (f" --profile {profile}" if profile else ""))
-        t.rows.append(([row.label], cells))
+        t.rows.append(([row.label, row.scored], cells))
+    if any(c.collapsed for _, cells in t.rows for c in cells):
+        t.notes.append(f"{COLLAPSED}: every amodal IoU of the run is {COLLAPSE_IOU:g} or less: "
+                       f"its masks collapsed (near 0 everywhere, none above 0.5 over any shape), "
+                       f"so its 0 measures the collapse, not the ablation; such runs are left "
+                       f"out of the cell's mean.")
     t.notes.append("A run fills a row when its model's axes equal every axis the row states and "
                    "it changed no other axis from the method's default. The K, |s| rows also "
                    "state depth ordering on and leave the decoder depth free (the paper does not "

@@ -48,7 +48,7 @@ def _rec(method="flowcaps", dataset="geo", profile="quick", seed=0, all_iou=0.9,
 def _cell(table, labels, column):
     col = table.columns.index(column)
     for row_labels, cells in table.rows:
-        if row_labels == labels:
+        if row_labels[:len(labels)] == labels:  # Table 3's rows also say how they were scored
             return cells[col]
     raise KeyError(labels)
 
@@ -228,6 +228,36 @@ def test_table3_a_record_fills_a_row_only_on_its_exact_configuration():
     assert t.missing == {"flowbench ablate --dataset geo", "flowbench ablate --dataset geo+"}
 
 
+def test_table3_prints_a_collapsed_run_as_collapsed_with_the_reason_never_0():
+    dead = {"decoder_depth": 6, "depth_ordering": False}
+    recs = [_rec(all_iou=0.0, axes=(8, 27, 6, False), variant=dead),
+            _rec(all_iou=0.0, axes=(8, 27, 2, True), variant={"decoder_depth": 2}),
+            _rec(all_iou=0.8, axes=(8, 27, 2, True), variant={"decoder_depth": 2}, seed=1),
+            _rec(all_iou=0.6, axes=(8, 27, 2, True), variant={"decoder_depth": 2}, seed=2)]
+    t = tables.table3(recs)
+    off = _cell(t, ["depth ordering off, 6-layer decoder"], "Geo")
+    assert off.values == () and off.ours() == "collapsed (quick)"
+    two = _cell(t, ["depth ordering on, 2-layer decoder"], "Geo")
+    assert two.values == (0.8, 0.6)  # the collapsed seed is counted, not averaged in
+    assert two.ours() == "0.700 ± 0.141 (quick, 2 seeds; 1 collapsed)"
+    assert any(n.startswith("collapsed: every amodal IoU of the run is 0.001 or less") for n in t.notes)
+    md = render.render_markdown([t])
+    assert "| collapsed (quick) |" in md and "0.000" not in md
+    # a low score that is not a collapse stays a number, and no note is added
+    low = tables.table3([_rec(all_iou=0.02, axes=(8, 27, 6, False), variant=dead)])
+    assert _cell(low, ["depth ordering off, 6-layer decoder"], "Geo").ours() == "0.020 (quick)"
+    assert not any("collapsed" in n for n in low.notes)
+
+
+def test_table3_rows_state_how_their_masks_were_scored():
+    t = tables.table3([])
+    scored = {labels[0]: labels[1] for labels, _ in t.rows}
+    assert t.row_header == ["ablation", "masks scored"]
+    assert scored["depth ordering off, 6-layer decoder"] == spec.SCORED_UNORDERED
+    assert all(v == spec.SCORED_ORDERED for k, v in scored.items() if "off" not in k)
+    assert "softmax over k of Lambda_k (normalised) > 0.5" in spec.SCORED_UNORDERED
+
+
 def test_the_ablation_grid_is_the_table3_rows_and_fills_every_one():
     method = load_methods()["flowcaps"]
     for ds in spec.DATASETS:
@@ -254,7 +284,8 @@ def test_renderers_markdown_latex_csv():
     md = render.render_markdown(built)
     assert md.count("**Table") == 4
     assert "| Geo | all | ceiling: - |  | ceiling: - |  | 0.850 ± 0.071" in md
-    assert "| K=8, \\|s\\|=3 | - |" in md  # a bare | would split the markdown cell
+    # a bare | would split the markdown cell
+    assert f"| K=8, \\|s\\|=3 | {spec.SCORED_ORDERED} | - |" in md
     assert "| Exercise | all | not public | 0.28 |" in md
     assert "?" not in md.replace("?|", "")  # every paper number is transcribed
     tex = render.render_latex(built)
