@@ -62,13 +62,19 @@ def test_the_refusal_follows_the_memory_available_and_the_ranks():
         memory.check(wide, available=lambda kind: 8 * GIB)
 
 
+# A CPU profile fits a 24 GiB machine with room to spare; the GPU profiles (gpu, and paper:
+# the full grid of a 6-layer decoder, batch 64) fit a 40 GiB GPU.
+FITS = {"gpu": 40, "paper": 40}
+
+
 @pytest.mark.parametrize("profile", list(PROFILES))
-def test_every_shipped_profile_fits_in_16_gib_on_every_dataset(profile):
+def test_every_shipped_profile_fits_on_the_machine_it_is_for_on_every_dataset(profile):
+    limit = FITS.get(profile, 16) * GIB
     for variant in VARIANTS:
         cfg = for_data(profile, variant)
         est = memory.estimate(cfg, max(cfg.cpu_ranks, 1))
-        assert 0.6 * GIB < est.total < 16 * GIB, (variant, est.total / GIB)
-        memory.check(cfg.replace(device="cpu"), available=lambda kind: 16 * GIB)
+        assert 0.6 * GIB < est.total < limit, (variant, est.total / GIB)
+        memory.check(cfg.replace(device="cpu"), available=lambda kind: limit)
 
 
 def test_the_estimate_grows_with_what_a_step_holds():

@@ -66,7 +66,13 @@ KEPT = REPO / "tests" / "data" / "tables_kept_records"  # .csv and .sha256
 
 
 def _cells(text: str) -> dict[tuple[str, str, str], dict[str, str]]:
-    return {(r["table"], r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(text))}
+    """Cells by (table, row, column). Table 3's rows have since gained a second label, how their
+    masks were scored (`ROW / RULE` in the csv): a label, not a cell, so the row is its first."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    for r in rows:
+        if r["table"] == "Table 3":
+            r["row"] = r["row"].split(" / ")[0]
+    return {(r["table"], r["row"], r["column"]): r for r in rows}
 
 
 def test_the_kept_records_cells_are_what_the_former_table_code_made_of_them(tmp_path,
