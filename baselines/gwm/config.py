@@ -126,9 +126,9 @@ LOOP = LoopConfig(out="runs/gwm", seed=0, batch_size=8, steps=20_000, grad_clip=
                   explode_factor=50.0, log_every=20, checkpoint_minutes=2.0)
 
 # CPU profiles: one thread each (two runs share the 2-core machine). Their steps are sized from
-# the step time measured beside the lead's runs (docs/baselines/gwm.md, "Profiles"); the poly
-# schedule runs over 8 budgets, as the official's 20k of 160k steps.
-QUICK_STEPS, LONG_STEPS = 12_000, 24_000
+# a step's CPU time (0.33 s at 64 px, docs/baselines/gwm.md, "Profiles"): about 90 minutes and
+# 2.7 hours. The poly schedule runs over 8 budgets, as the official's 20k of 160k steps.
+QUICK_STEPS, LONG_STEPS = 16_000, 30_000
 QUICK = TrainConfig(loop=dataclasses.replace(LOOP, out="runs/gwm-quick", threads=1,
                                             steps=QUICK_STEPS),
                     warmup_steps=500, poly_steps=8 * QUICK_STEPS)
@@ -141,7 +141,7 @@ PROFILES: dict[str, TrainConfig] = {
     "smoke": QUICK.replace(loop={"out": "runs/gwm-smoke", "steps": 6, "log_every": 2},
                            model={"image_size": 32, "widths": (8, 16)}, warmup_steps=2),
     # One GPU: the official batch and step count with wider levels. Not measured (no GPU has
-    # run it): an estimate of about 15 minutes (docs/baselines/gwm.md, "Profiles").
+    # run it): an estimate of about 30 minutes (docs/baselines/gwm.md, "Profiles").
     "gpu": TrainConfig(loop=dataclasses.replace(LOOP, out="runs/gwm-gpu"),
                        model=ModelConfig(widths=(64, 128, 256, 512))),
 }

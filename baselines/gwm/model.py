@@ -3,8 +3,9 @@ masks at every pixel). Motion is only in the training loss (`losses.py`); this n
 sees flow.
 
 The official network is MaskFormer (K object queries over a DINO ViT-B/8's features and a
-pixel decoder); here it is a small UNet trained from scratch (docs/baselines/gwm.md, "Network"),
-whose last 1x1 conv gives the K mask logits, as MaskFormer's query-pixel products do.
+pixel decoder); here it is a small UNet trained from scratch (docs/baselines/gwm.md,
+"Settings against the official"), whose last 1x1 conv gives the K mask logits, as
+MaskFormer's query-pixel products do.
 
 Letters: B batch, K masks, C channels, H = W image side.
 """

@@ -58,12 +58,12 @@ class GwmMethod:
     name = "gwm"
     title = "Guess What Moves"
     budgets = {"smoke": "6 steps of 8 pairs at 32 px: seconds",
-               "quick": "12,000 steps of 8 pairs (96k): about 90 minutes of training on one "
-                        "thread of a 2-core CPU (estimated from a step-time probe)",
-               "long": "24,000 steps of 8 pairs (192k): about 3 hours of training on one "
-                       "thread of a 2-core CPU (estimated from a step-time probe)",
+               "quick": "16,000 steps of 8 pairs (128k): about 90 minutes of training on one "
+                        "thread of a 2-core CPU (from a step's measured CPU time)",
+               "long": "30,000 steps of 8 pairs (240k): about 2 hours 45 minutes of training "
+                       "on one thread of a 2-core CPU (from a step's measured CPU time)",
                "gpu": "20,000 steps of 8 pairs (the official schedule) with a wider network: "
-                      "an estimated 15 minutes on one GPU (not measured)"}
+                      "an estimated 30 minutes on one GPU (not measured)"}
     uses_ground_truth = ()
     amodal = False
     tables = (1,)
