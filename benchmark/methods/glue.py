@@ -40,6 +40,18 @@ def one_line(kind: type[Exception] | tuple[type[Exception], ...], what: str) -> 
         raise BenchmarkError(f"{what}: {err}") from None
 
 
+def load_checkpoint(store, error: type[Exception], what: str, path: str | Path):
+    """A model through its method's checkpoint module (`store`: trainloop.checkpoint's Kind
+    functions read, load, config_of, meta_of), on the evaluation device, and what the file says
+    of its training, {"config": dict, "meta": dict}. A missing, corrupt or foreign file is one
+    BenchmarkError line `cannot load PATH as WHAT checkpoint: ...` (`what`: "a psd")."""
+    with one_line(error, f"cannot load {path} as {what} checkpoint"):
+        blob = store.read(checkpoint_file(path))
+        model = store.load(path, device=eval_device())
+        return model, {"config": dataclasses.asdict(store.config_of(blob)),
+                       "meta": store.meta_of(blob)}
+
+
 def refuse_axes(name: str, variant: Axes, allowed: tuple[str, ...] = ()) -> None:
     """BenchmarkError naming the Table 3 axes a spec sets that the method has not."""
     wrong = [f.name for f in dataclasses.fields(Axes)

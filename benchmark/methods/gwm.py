@@ -28,7 +28,7 @@ import numpy as np
 
 from benchmark.bench import Subject, cores, image_side, synthetic_pairs
 from benchmark.errors import BenchmarkError
-from benchmark.methods.glue import checkpoint_file, eval_device, one_line, refuse_axes, to_numpy
+from benchmark.methods.glue import load_checkpoint, one_line, refuse_axes, to_numpy
 from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
                                 TrainSpec, register)
 
@@ -93,11 +93,7 @@ class GwmMethod:
     def load(self, checkpoint: Path) -> LoadedModel:
         from baselines.gwm import GwmError
         from baselines.gwm import checkpoint as ckpt
-        with one_line(GwmError, f"cannot load {checkpoint} as a gwm checkpoint"):
-            blob = ckpt.read(checkpoint_file(checkpoint))
-            model = ckpt.load(checkpoint, device=eval_device())
-            trained_with = {"config": dataclasses.asdict(ckpt.config_of(blob)),
-                            "meta": ckpt.meta_of(blob)}
+        model, trained_with = load_checkpoint(ckpt, GwmError, "a gwm", checkpoint)
         m = model.config
         config = {**dataclasses.asdict(m), "test_time_input": TEST_TIME_INPUT}
         return LoadedModel(model=model, config=config, axes=Axes(num_capsules=m.num_masks),

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from benchmark.bench import Subject, cores, image_side
-from benchmark.methods.glue import (checkpoint_file, eval_device, gt_flow_tensor, one_line,
-                                    refuse_axes, to_numpy)
+from benchmark.methods.glue import (gt_flow_tensor, load_checkpoint, one_line, refuse_axes,
+                                    to_numpy)
 from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
                                 TrainSpec, register)
 
@@ -80,12 +80,8 @@ class MotionGroupingMethod:
     def load(self, checkpoint: Path) -> LoadedModel:
         from baselines.motiongrouping import MotionGroupingError
         from baselines.motiongrouping import checkpoint as ckpt
-        with one_line(MotionGroupingError, f"cannot load {checkpoint} as a motiongrouping "
-                                           f"checkpoint"):
-            blob = ckpt.read(checkpoint_file(checkpoint))
-            model = ckpt.load(checkpoint, device=eval_device())
-            trained_with = {"config": dataclasses.asdict(ckpt.config_of(blob)),
-                            "meta": ckpt.meta_of(blob)}
+        model, trained_with = load_checkpoint(ckpt, MotionGroupingError, "a motiongrouping",
+                                              checkpoint)
         m = model.config
         config = {**dataclasses.asdict(m), "test_time_input": TEST_TIME_INPUT}
         return LoadedModel(model=model, config=config, axes=Axes(num_capsules=m.num_slots),
