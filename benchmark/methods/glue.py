@@ -62,6 +62,22 @@ def refuse_axes(name: str, variant: Axes, allowed: tuple[str, ...] = ()) -> None
                              f"without them")
 
 
+def k_config(name: str, error: type[Exception], profile, k_for, spec):
+    """The training config of a method whose one Table 3 axis is K (`num_capsules`):
+    `profile(profile_name, out, k)` with K = `k_for(the data's part count)` unless the spec's
+    variant sets it, then the spec's seed, device and image side; validated, its errors one
+    BenchmarkError line `NAME config: ...`."""
+    v = spec.variant
+    refuse_axes(name, v, allowed=("num_capsules",))
+    k = k_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
+    with one_line(error, f"{name} config"):
+        cfg = profile(spec.profile, str(spec.run_dir), k)
+        cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device},
+                          model={"image_size": spec.image_size})
+        cfg.validate()
+    return cfg
+
+
 def to_numpy(t) -> np.ndarray:
     """A tensor on any device, in any float type, as a float32 array."""
     return t.float().cpu().numpy()

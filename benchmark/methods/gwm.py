@@ -28,7 +28,7 @@ import numpy as np
 
 from benchmark.bench import Subject, cores, image_side, synthetic_pairs
 from benchmark.errors import BenchmarkError
-from benchmark.methods.glue import load_checkpoint, one_line, refuse_axes, to_numpy
+from benchmark.methods.glue import k_config, load_checkpoint, one_line, to_numpy
 from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
                                 TrainSpec, register)
 
@@ -71,16 +71,8 @@ class GwmMethod:
 
     def _train_config(self, spec: TrainSpec):
         from baselines.gwm import GwmError, masks_for, profile
-        v = spec.variant
-        refuse_axes("gwm", v, allowed=("num_capsules",))  # K: its number of masks
-        # K from the data's parts (its manifest's slots) unless the ablation sets it.
-        k = masks_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
-        with one_line(GwmError, "gwm config"):
-            cfg = profile(spec.profile, str(spec.run_dir), num_masks=k)
-            cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device},
-                              model={"image_size": spec.image_size})
-            cfg.validate()
-        return cfg
+        # K, its number of masks, from the data's parts unless the ablation sets it
+        return k_config("gwm", GwmError, profile, masks_for, spec)
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         return dataclasses.asdict(self._train_config(spec))

@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.bench import Subject, cores, image_side
-from benchmark.methods.glue import (gt_flow_tensor, load_checkpoint, one_line, refuse_axes,
-                                    to_numpy)
+from benchmark.methods.glue import gt_flow_tensor, k_config, load_checkpoint, one_line, to_numpy
 from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
                                 TrainSpec, register)
 
@@ -58,16 +57,8 @@ class MotionGroupingMethod:
     def _train_config(self, spec: TrainSpec):
         from baselines.motiongrouping import MotionGroupingError, profile
         from baselines.motiongrouping.config import slots_for
-        v = spec.variant
-        refuse_axes("motiongrouping", v, allowed=("num_capsules",))  # K: its number of slots
-        # K from the data's parts (its manifest's slots) unless the ablation sets it.
-        k = slots_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
-        with one_line(MotionGroupingError, "motiongrouping config"):
-            cfg = profile(spec.profile, str(spec.run_dir), num_slots=k)
-            cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device},
-                              model={"image_size": spec.image_size})
-            cfg.validate()
-        return cfg
+        # K, its number of slots, from the data's parts unless the ablation sets it
+        return k_config("motiongrouping", MotionGroupingError, profile, slots_for, spec)
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         return dataclasses.asdict(self._train_config(spec))
