@@ -24,7 +24,7 @@ def paper(out: str = "runs/flowcaps-paper") -> TrainConfig:
 
 
 def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
-    """CPU profile: Geo 64 px, 512k training pairs (about half an hour on a 2-core CPU)."""
+    """CPU profile: Geo 64 px, 512k training pairs (about 45 minutes alone on a 2-core CPU)."""
     model = dict(
         translation_head="softargmax",  # heat-map detection: "Translation from a heat map"
         coord_channels=False,  # with them capsules owned regions: "Translation from a heat map"
