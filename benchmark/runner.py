@@ -370,14 +370,16 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
     return written
 
 
-def resume_line(runs: Path, force: bool, checkpoint: Path | None) -> str:
+def resume_line(runs: Path, force: bool, checkpoint: Path | None,
+                trains_nothing: bool = False) -> str:
     """What the same command does after a Ctrl-C stopped `execute` (its rules above): the data
     made so far is kept and finished (datasets.ensure resumes it); a training run resumes from
     its checkpoint in its run folder unless --force, which sets that folder aside; evaluation,
-    never resumable, starts again."""
-    if checkpoint is not None:
+    never resumable, starts again (all there is for a method that trains nothing)."""
+    if checkpoint is not None or trains_nothing:
+        what = "the checkpoint" if checkpoint is not None else "the method"
         return ("no record was written; the same command finishes the data it makes and "
-                "evaluates the checkpoint again")
+                f"evaluates {what} again")
     if force:
         return ("the old run folders under {runs} and their records are back in place; the "
                 "same command with --force trains every seed afresh again; the data made so "
