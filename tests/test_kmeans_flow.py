@@ -87,6 +87,8 @@ def test_run_scores_it_with_no_checkpoint_and_refuses_one(tiny_geo, tmp_path, mo
     assert rec["config"]["train"]["clusters"] == 4 and rec["uses_ground_truth"] == ["flow"]
     m = rec["metrics"]
     assert "kmeans_4" not in m and "n_train_features" not in m and m["n_test"] == 16
-    # the exact flow's clusters: at least as good per image as any fixed assignment
-    assert 0.5 < m["visible_iou"]["all"] <= m["visible_iou_per_image"]["all"] <= 1.0
+    # the exact flow's clusters find the parts per image; a cluster's index is k-means' start's,
+    # not a kind of part's, so the fixed assignment scores lower
+    assert m["visible_iou"]["all"] < m["visible_iou_per_image"]["all"]
+    assert m["visible_iou_per_image"]["all"] > 0.9
     assert not Path("runs/flowbench").exists()  # no run folder: nothing trained
