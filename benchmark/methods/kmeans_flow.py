@@ -38,8 +38,9 @@ class KMeansFlowMethod:
     name = "kmeans-flow"
     title = "k-means on the exact flow (calibration)"
     budgets = {"smoke": "no training: seconds",
-               "quick": "no training: about 5 minutes for the 10,000 test pairs on a 2-core CPU "
-                        "(data made where missing not counted)"}
+               "quick": "no training: 23 minutes for the 10,000 Geo test pairs on a 2-core "
+                        "CPU shared with two training runs (data made where missing not "
+                        "counted)"}
     uses_ground_truth = ("flow",)
     amodal = False
     tables = (1,)
