@@ -54,8 +54,11 @@ def _friendly(fn=None, *, resume: Callable[[dict], str] | None = None):
 
 
 def _run_resume(options: dict) -> str:
+    from benchmark.registry import METHODS
     from benchmark.runner import resume_line
-    return resume_line(options["runs"], options["force"], options.get("checkpoint"))
+    method = METHODS.get(options.get("method", ""))  # registered once the run was planned
+    return resume_line(options["runs"], options["force"], options.get("checkpoint"),
+                       trains_nothing=method is not None and method.train is None)
 
 
 def _seeds(text: str) -> tuple[int, ...]:

@@ -65,9 +65,9 @@ class TableSpec:
 # paper's PSD circle (0.93). Those paper cells stand beside our visible IoU, the rest beside our
 # amodal IoU (docs/benchmark.md).
 TABLE1 = TableSpec(1, "Table 1a: amodal IoU of inferred masks against the amodal ground truth "
-                      "(fixed assignment)", ("rnem", "psd", "flowcaps"))
+                      "(fixed / per-image assignment)", ("rnem", "psd", "flowcaps"))
 TABLE1_VISIBLE_TITLE = ("Table 1b: visible IoU of inferred masks against the visible ground "
-                        "truth (fixed assignment)")
+                        "truth (fixed / per-image assignment)")
 TABLE1_PAPER_VISIBLE = ("rnem", "psd")  # the paper's Table 1 methods whose cells are visible IoU
 # The paper's FlowCapsules row of Table 2 is its FlowSCAE protocol; our flowcaps records cluster
 # the raw capsule vectors, a different protocol, so they get their own, labelled row.

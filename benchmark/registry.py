@@ -174,10 +174,6 @@ class Method(Protocol):
     # runner passes `gt_flow` to predict only when "flow" is here; records and tables say so.
     uses_ground_truth: tuple[str, ...]
     amodal: bool  # whether Prediction.masks are amodal (False: visible-only masks)
-    # Whether nothing in the model ties a mask to a kind of part (R-NEM's groups: one network
-    # for every group, a random start), so that one mask per slot over the whole test set is
-    # no score of its masks; Table 1b then shows its per-image assignment (docs/benchmark.md).
-    interchangeable_groups: bool
     tables: tuple[int, ...]  # the paper's tables it fills: 1 segmentation, 2 clustering
     clip_frames: int  # frames per training clip; evaluation always uses the 2-frame test pairs
     # Whether k-means standardises each feature first (benchmark.clustering). False where the
@@ -201,8 +197,10 @@ class Method(Protocol):
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         """The full training configuration for a spec, JSON-ready (checked before any work)."""
 
-    def train(self, spec: TrainSpec) -> Path:
-        """Train (resuming from spec.run_dir when a run is there); return the checkpoint."""
+    # Train (resuming from spec.run_dir when a run is there) and return the checkpoint; or None
+    # for a method that trains nothing (a calibration): the runner then scores `untrained`'s
+    # model, with no checkpoint and no training data, and such a method fills no Table 2.
+    train: Callable[[TrainSpec], Path] | None
 
     def load(self, checkpoint: Path) -> LoadedModel:
         """Load a trained model; raise BenchmarkError for a missing or foreign checkpoint."""
@@ -243,7 +241,6 @@ METHOD_DEFAULTS: dict[str, Any] = {
                 "quick": "not stated by the method"},
     "uses_ground_truth": (),
     "amodal": True,
-    "interchangeable_groups": False,
     "tables": (1, 2),
     "clip_frames": 2,
     "standardise_features": True,
@@ -298,9 +295,11 @@ def _check_declaration(m: Any) -> None:
         raise ValueError(f"{where}: tables may name {TABLES}, got {m.tables}")
     if not isinstance(m.clip_frames, int) or m.clip_frames < 2:
         raise ValueError(f"{where}: clip_frames must be an integer >= 2, got {m.clip_frames}")
-    if not isinstance(m.interchangeable_groups, bool):
-        raise ValueError(f"{where}: interchangeable_groups must be a bool, "
-                         f"got {m.interchangeable_groups!r}")
+    if not hasattr(m, "train"):
+        raise ValueError(f"{where}: train must be a method or None")
+    if m.train is None and 2 in m.tables:
+        raise ValueError(f"{where}: a method that trains nothing (train = None) has no learned "
+                         f"features to cluster: tables may not name 2")
     if not isinstance(m.standardise_features, bool):
         raise ValueError(f"{where}: standardise_features must be a bool, "
                          f"got {m.standardise_features!r}")
@@ -311,9 +310,15 @@ def _check_declaration(m: Any) -> None:
             or any(o not in VARIANTS or o == d for o in others) for d, others in tw.items()):
         raise ValueError(f"{where}: trains_with must map a dataset to a tuple of other datasets "
                          f"({', '.join(VARIANTS)}), got {tw!r}")
-    for hook in ("bench_subjects", "loop_case"):
+    for hook in ("train", "bench_subjects", "loop_case"):
         if getattr(m, hook) is not None and not callable(getattr(m, hook)):
             raise ValueError(f"{where}: {hook} must be a method or None")
+
+
+def untrained(method: Method, spec: TrainSpec) -> LoadedModel:
+    """The model of a method that trains nothing (`train` None): its config for the spec."""
+    cfg = method.config(spec)
+    return LoadedModel(model=cfg, config=cfg, axes=method.axes(spec), image_size=spec.image_size)
 
 
 def load_methods() -> dict[str, Method]:
