@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,6 +32,12 @@ LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in t
 # folder, named to the ranks by ERROR_ENV, instead of to the terminal: the parent prints it once,
 # and drops what follows it (the other ranks' broken collectives, torchrun's failure report).
 RANK_ERROR, ERROR_ENV = "rank_error.txt", "FLOWCAPS_RANK_ERROR"
+# torchrun's and the ranks' standard error, whole, in the run folder (one file per node over
+# several nodes); kept where torchrun failed, removed once it ends well.
+TORCHRUN_LOG = "torchrun.log"
+# Where the terminal's copy of that output stops: a traceback (a rank's, prefixed "[rankN]: ",
+# or torchrun's own) or an error record of torchrun's logger ("E1208 00:08:37.456000 ...").
+FAILURE_START = re.compile(rb"(?m)^(\[rank\d+\]: )?Traceback \(most recent call last\)|^E\d{4} ")
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 
 
@@ -86,15 +93,16 @@ def _launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
     tmp = spec.with_name(f"{spec.name}.{node}.tmp")
     tmp.write_text(per_rank_config(cfg, ranks * rdzv.nnodes).to_json())
     tmp.replace(spec)
+    log = out / (TORCHRUN_LOG if not rdzv.multi_node else f"torchrun.{node}.log")
     try:
-        return _run_torchrun(cfg, data, ranks, progress, rdzv, spec)
+        return _run_torchrun(cfg, data, ranks, progress, rdzv, spec, log)
     finally:
         if rdzv.multi_node:
             spec.unlink(missing_ok=True)
 
 
 def _run_torchrun(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
-                  rdzv: Rendezvous, spec: Path) -> Path:
+                  rdzv: Rendezvous, spec: Path, log: Path) -> Path:
     out = Path(cfg.loop.out)
     cmd = [sys.executable, "-m", "torch.distributed.run", *rdzv.torchrun_args(ranks),
            "-m", "flowcaps.cli", "train", str(data),
@@ -111,7 +119,7 @@ def _run_torchrun(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True,
                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-    relay = threading.Thread(target=_relay, args=(proc.stderr, error_file), daemon=True)
+    relay = threading.Thread(target=_relay, args=(proc.stderr, error_file, log), daemon=True)
     relay.start()
     interrupts = 0
     main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
@@ -132,21 +140,24 @@ def _run_torchrun(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
         relay.join(timeout=10)
-    if code != 0 and error_file.is_file():
+    if code == 0:
+        log.unlink(missing_ok=True)  # a run that ended well, finished or interrupted
+    elif error_file.is_file():
         message = error_file.read_text().strip()
         error_file.unlink(missing_ok=True)
         raise FlowcapsError(message)
-    model = out / "model.pt"
+    model, ckpt = out / "model.pt", out / "checkpoint.pt"
     # A Ctrl-C after the last step leaves a finished run; ranks stopped by a SIGINT of their own
     # (not through this process) also exit 0, unfinished.
     finished = code == 0 and model.exists() and model.stat().st_mtime >= started
     if not finished and (interrupts or code == 0):
-        ckpt = out / "checkpoint.pt"
         raise TrainingInterrupted(ckpt, _saved_step(ckpt))
     if code != 0:
+        output = log.read_text(errors="replace") if log.is_file() else ""
         where = f" on each of {rdzv.nnodes} nodes" if rdzv.multi_node else ""
-        raise FlowcapsError(f"training with {ranks} process(es){where} (torchrun) failed with "
-                            f"exit status {code}; its error is printed above")
+        line = rdzv.lost_nodes(output, _saved_step(ckpt)) or (
+            f"training with {ranks} process(es){where} (torchrun) failed with exit status {code}")
+        raise FlowcapsError(f"{line}; the output of torchrun and its ranks is in {log}")
     return model
 
 
@@ -179,19 +190,29 @@ def report_to_parent(message: str) -> bool:
     return True
 
 
-def _relay(stream, error_file: Path) -> None:
-    """The ranks' and torchrun's standard error (the progress bar, warnings) to ours, as it
-    comes, until a rank has reported an error: what follows it is the failure's echo."""
+def _relay(stream, error_file: Path, log: Path) -> None:
+    """The ranks' and torchrun's standard error, as it comes: all of it to `log`; to ours (the
+    progress bar, warnings) until a rank has reported an error or a traceback begins, since
+    what follows is the failure's echo, which the launcher sums up in one line."""
     out = getattr(sys.stderr, "buffer", None)
-    for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
-        if error_file.exists():
-            continue  # read on, so no rank blocks on a full pipe
-        if out is not None:
-            out.write(chunk)
-            out.flush()
-        else:
-            sys.stderr.write(chunk.decode(errors="replace"))
-            sys.stderr.flush()
+    echo, tail = True, b""
+    with open(log, "wb") as kept:
+        for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+            kept.write(chunk)
+            kept.flush()
+            # a marker cut in two by the pipe is found in the last chunk's tail and this one
+            found = FAILURE_START.search(tail + chunk)
+            shown = chunk if found is None else chunk[:max(0, found.start() - len(tail))]
+            tail = chunk[-64:]
+            if not echo or error_file.exists():
+                continue  # read on, so no rank blocks on a full pipe
+            echo = found is None
+            if out is not None:
+                out.write(shown)
+                out.flush()
+            else:
+                sys.stderr.write(shown.decode(errors="replace"))
+                sys.stderr.flush()
     stream.close()
 
 
