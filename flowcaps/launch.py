@@ -3,8 +3,9 @@
 On a CPU, N single-threaded DDP ranks train faster than one N-threaded process (numbers in
 docs/results/flowcaps.md, "Two CPU ranks"), so the quick profile asks for one rank per core (TrainConfig.cpu_ranks = 0).
 Over several nodes (trainloop.rendezvous) each node starts its torchrun agent with the same
-command: its CPU ranks, or one rank per GPU. `batch_size` stays the global batch: each of the
-W ranks of all nodes takes batch_size // W.
+command: its CPU ranks, or one rank per GPU. On CUDA a node always starts one rank per visible
+GPU, each on the GPU of its local rank (trainloop.ddp.rank_device). `batch_size` stays the global
+batch: each of the W ranks of all nodes takes batch_size // W.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import torch
 
 from flowcaps import checkpoint
 from flowcaps.config import TrainConfig
@@ -41,17 +44,20 @@ FAILURE_START = re.compile(rb"(?m)^(\[rank\d+\]: )?Traceback \(most recent call 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 
 
-def ranks_for(cfg: TrainConfig, device_type: str, rdzv: Rendezvous = Rendezvous()) -> int:
-    """How many processes to start on this node: 1 inside torchrun already, on one node's GPU,
-    or when asked; over several nodes, one per GPU of a GPU node."""
+def ranks_for(cfg: TrainConfig, device: str | torch.device,
+              rdzv: Rendezvous = Rendezvous()) -> int:
+    """How many processes to start on this node: 1 inside torchrun already; on CUDA one per
+    visible GPU (CUDA_VISIBLE_DEVICES, a Slurm job's GPUs), or 1 where the device names one
+    (`cuda:1`); on a CPU `cpu_ranks`. Never more than the global batch has pairs."""
     if "WORLD_SIZE" in os.environ:
         return 1
-    if device_type != "cpu":
-        import torch
-        return max(1, torch.cuda.device_count()) if rdzv.multi_node else 1
-    if cfg.cpu_ranks == 1:
+    device = torch.device(device)
+    if device.type == "cuda":
+        wanted = 1 if device.index is not None else torch.cuda.device_count()
+    elif cfg.cpu_ranks == 1:
         return 1
-    wanted = cfg.cpu_ranks or (os.cpu_count() or 1)
+    else:
+        wanted = cfg.cpu_ranks or (os.cpu_count() or 1)
     return max(1, min(wanted, cfg.loop.batch_size))
 
 
