@@ -226,16 +226,22 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM stops the ranks as Ctrl-C does, checkpoint saved
 
 
-def _signal_ranks(proc: subprocess.Popen, sig: int) -> None:
-    """`sig` to torchrun's children (the ranks), found in /proc; to torchrun where there is none."""
-    ranks = []
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, found in /proc."""
+    found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == proc.pid:
-                ranks.append(int(stat.parent.name))
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
         except (OSError, ValueError, IndexError):
             continue  # a process that ended while being read
+    return found
+
+
+def _signal_ranks(proc: subprocess.Popen, sig: int) -> None:
+    """`sig` to torchrun's children (the ranks); to torchrun where there is none."""
+    ranks = children(proc.pid)
     for pid in ranks:
         try:
             os.kill(pid, sig)

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -53,6 +52,15 @@ def _kill(procs) -> None:
             os.killpg(p.pid, signal.SIGKILL)
 
 
+def _wait_until_training(run, nodes, rows=4) -> None:
+    """Until the run's log holds more than `rows` steps; every node still running."""
+    deadline = time.monotonic() + 180
+    while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > rows):
+        assert all(p.poll() is None for p in nodes) and time.monotonic() < deadline, \
+            "the nodes did not start training"
+        time.sleep(0.1)
+
+
 def _finish(procs, timeout=240) -> list[tuple[int, str]]:
     """Each process's exit status and standard error; a node still running after `timeout`
     seconds fails the test with what every node printed (seen once in a full suite: a node
@@ -82,11 +90,7 @@ def test_two_loopback_nodes_train_and_resume_as_one_node_of_two_ranks(tiny_geo, 
     run = tmp_path / "two"
     nodes = _two_nodes(tiny_geo, run)
     try:
-        deadline = time.monotonic() + 180
-        while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > 4):
-            assert all(p.poll() is None for p in nodes) and time.monotonic() < deadline, \
-                "the two nodes did not start training"
-            time.sleep(0.1)
+        _wait_until_training(run, nodes)
         os.killpg(nodes[1].pid, signal.SIGINT)  # Ctrl-C on one node: both stop at one step
     finally:
         results = _finish(nodes)
@@ -172,14 +176,7 @@ def _log_of(run, node: subprocess.Popen):
 
 def _tree(pid: int) -> list[int]:
     """pid and every process below it, the deepest first."""
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return [q for kid in kids for q in _tree(kid)] + [pid]
+    return [q for kid in launch.children(pid) for q in _tree(kid)] + [pid]
 
 
 def test_a_node_killed_mid_training_leaves_the_other_one_line(tiny_geo, tmp_path):
@@ -192,11 +189,7 @@ def test_a_node_killed_mid_training_leaves_the_other_one_line(tiny_geo, tmp_path
                     "kill", "--node-rank", str(i), "--set", "checkpoint_minutes=0")
              for i in range(2)]
     try:
-        deadline = time.monotonic() + 180
-        while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > 4):
-            assert all(p.poll() is None for p in nodes) and time.monotonic() < deadline, \
-                "the two nodes did not start training"
-            time.sleep(0.1)
+        _wait_until_training(run, nodes)
         for pid in _tree(nodes[1].pid):
             os.kill(pid, signal.SIGKILL)
     finally:
