@@ -144,7 +144,8 @@ def _run_options(fn):
         click.option("--partition", default=None, help="slurm: the partition [the cluster's "
                                                        "default]"),
         click.option("--gpus", type=int, default=1, show_default=True,
-                     help="slurm: GPUs per job"),
+                     help="slurm: GPUs per job (several: flowcaps trains one rank per GPU; "
+                          "methods that train on one GPU refuse them)"),
         click.option("--cpus", type=int, default=8, show_default=True,
                      help="slurm: CPU cores per job"),
         click.option("--time-limit", type=int, default=60, show_default=True,
@@ -203,6 +204,9 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
                         data=data, make_data=make_data, results=results, runs=runs,
                         device=device, checkpoint=checkpoint, test_limit=test_limit,
                         force=force))
+    if slurm is not None:  # before a word is printed or a job submitted
+        from benchmark.registry import check_gpus
+        check_gpus(p.method, slurm.gpus_per_job)
     click.echo(p.budget_line())
     if slurm is not None:
         from benchmark.executor import submit_all
@@ -236,6 +240,9 @@ def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, 
                       seeds=_seeds(seeds), data=data, make_data=make_data, results=results,
                       runs=runs, device=device, force=force)
     plans = [plan(r) for r in ablation_requests(base)]  # every run checked before the first
+    if slurm is not None:
+        from benchmark.registry import check_gpus
+        check_gpus(plans[0].method, slurm.gpus_per_job)
     click.echo(f"{len(plans)} runs, {plans[0].method.budgets[profile]} each per seed"
                + (f", {jobs} at a time" if jobs > 1 else ""))
     if slurm is not None:

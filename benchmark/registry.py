@@ -193,6 +193,9 @@ class Method(Protocol):
     # click commands of a tool for this method alone, kept beside its adapter; `flowbench` adds
     # them when it starts.
     commands: tuple[Any, ...]
+    # Whether its training uses every GPU its process sees, one DDP rank each (FlowCapsules,
+    # through torchrun); a Slurm job of several GPUs for any other method is refused.
+    multi_gpu: bool
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         """The full training configuration for a spec, JSON-ready (checked before any work)."""
@@ -250,6 +253,7 @@ METHOD_DEFAULTS: dict[str, Any] = {
     "bench_subjects": None,
     "loop_case": None,
     "commands": (),
+    "multi_gpu": False,
 }
 GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
 TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)
@@ -300,6 +304,8 @@ def _check_declaration(m: Any) -> None:
     if m.train is None and 2 in m.tables:
         raise ValueError(f"{where}: a method that trains nothing (train = None) has no learned "
                          f"features to cluster: tables may not name 2")
+    if not isinstance(m.multi_gpu, bool):
+        raise ValueError(f"{where}: multi_gpu must be a bool, got {m.multi_gpu!r}")
     if not isinstance(m.standardise_features, bool):
         raise ValueError(f"{where}: standardise_features must be a bool, "
                          f"got {m.standardise_features!r}")
@@ -342,3 +348,11 @@ def check_profile(method: Method, profile: str) -> None:
         offered = [p for p in profiles.visible() if p in method.budgets]
         raise BenchmarkError(f"{method.name} does not support profile {profile!r}; it supports "
                              f"{', '.join(offered)}")
+
+
+def check_gpus(method: Method, gpus: int) -> None:
+    """BenchmarkError for a job of several GPUs that the method would train on one of."""
+    if gpus > 1 and not method.multi_gpu:
+        raise BenchmarkError(f"{method.name} trains on one GPU: --gpus {gpus} would leave "
+                             f"{gpus - 1} idle; pass --gpus 1 (only methods that train one rank "
+                             f"per GPU, such as flowcaps, take more)")

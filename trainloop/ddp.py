@@ -20,14 +20,24 @@ _in_loop = threading.Event()  # a loop is between its first and last step, readi
 _launched: list[Callable[[], None]] = []  # how to stop the ranks this process waits on (launching)
 
 
+def rank_device(device: torch.device) -> torch.device:
+    """The device this process trains on: under torchrun, where the config says `cuda` with no
+    index, the GPU of its local rank (a node's ranks one GPU each, as launch.ranks_for counts
+    them); otherwise `device` itself."""
+    if (device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ
+            and int(os.environ.get("WORLD_SIZE", "1")) > 1):
+        return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    return device
+
+
 def setup(device: torch.device) -> tuple[int, int]:
     """(rank, world size): (0, 1) outside torchrun; under it, the process group joined (gloo on
-    CPU, nccl on CUDA)."""
+    CPU, nccl on CUDA, `device` the rank's own: rank_device)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1
-    if device.type == "cuda" and "LOCAL_RANK" in os.environ:
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # a node's ranks: one GPU each
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # nccl's collectives run on the current device
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return dist.get_rank(), dist.get_world_size()

@@ -51,6 +51,7 @@ class FlowCapsulesMethod:
     # flowcaps.profiles.MIX_WITH, spelt out so that `flowbench list` need not import torch
     trains_with = {"geo+": ("geo",)}
     commands = (flowcaps_diagnose.command,)  # `flowbench diagnose`: its probes
+    multi_gpu = True  # flowcaps.launch: one torchrun rank per visible GPU, the batch split
 
     def _train_config(self, spec: TrainSpec):
         """The profile's config for the dataset (flowcaps.profiles.for_data, as `flowcaps
