@@ -128,9 +128,13 @@ def available_cpu() -> float:
 
 
 def available_cuda() -> float:
-    """Free memory of the current CUDA device in bytes."""
+    """Free memory of the current CUDA device in bytes; unknown (inf: nothing refused) where
+    torch cannot read it (a driver error; no CUDA build: the device check then says so)."""
     import torch
-    return float(torch.cuda.mem_get_info()[0])
+    try:
+        return float(torch.cuda.mem_get_info()[0])
+    except (RuntimeError, AssertionError):
+        return float("inf")
 
 
 def _where(cfg: "TrainConfig") -> tuple[str, int]:
