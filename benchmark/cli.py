@@ -14,7 +14,7 @@ from typing import Callable
 import click
 
 from benchmark import profiles
-from benchmark.errors import BenchmarkError
+from benchmark.errors import BenchmarkError, StopLine
 from benchmark.records import COMMITTED, LOCAL
 from benchmark.show import KINDS as SHOW_KINDS
 from geogen.errors import GeogenError
@@ -33,6 +33,7 @@ def _friendly(fn=None, *, resume: Callable[[dict], str] | None = None):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         received: list[int] = []
+        stop_line = None  # the stop's own account (jobs left running), where it gave one
         try:
             with signals_raise(received):
                 return fn(*args, **kwargs)
@@ -41,18 +42,23 @@ def _friendly(fn=None, *, resume: Callable[[dict], str] | None = None):
         except (BenchmarkError, GeogenError) as err:
             if not received:
                 raise click.ClickException(str(err)) from None
+            if isinstance(err, StopLine):
+                stop_line = str(err)
             # else the error a stop caused: a method's training saved its checkpoint and
             # reported the interrupt as its own error
         how, status = exit_status(received)
-        hint = resume(kwargs) if resume else "run the same command again"
+        hint = stop_line or (resume(kwargs) if resume else "run the same command again")
         click.echo(f"{how}; {hint}", err=True)
         sys.exit(status)
     return wrapper
 
 
 def _run_resume(options: dict) -> str:
+    from benchmark.registry import METHODS
     from benchmark.runner import resume_line
-    return resume_line(options["runs"], options["force"], options.get("checkpoint"))
+    method = METHODS.get(options.get("method", ""))  # registered once the run was planned
+    return resume_line(options["runs"], options["force"], options.get("checkpoint"),
+                       trains_nothing=method is not None and method.train is None)
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -85,19 +91,28 @@ def _profile_option(default: str | None = "quick", help_extra: str = ""):
                         show_default=default is not None, help=_PROFILE_HELP + help_extra)
 
 
-def _slurm(executor, partition, gpus, cpus, time_limit, log_folder):
-    """The Slurm options, or None for the local executor (they are then refused if given)."""
+def _slurm(executor, partition, gpus, cpus, time_limit, log_folder, dry_run):
+    """The Slurm options, or None for the local executor (they are then refused if given);
+    submitit-local: the same jobs as processes of this machine (submitit's LocalExecutor)."""
     from benchmark.executor import SlurmOptions
     opts = SlurmOptions(partition=partition, gpus_per_job=gpus, cpus_per_job=cpus,
-                        time_minutes=time_limit, log_folder=log_folder)
+                        time_minutes=time_limit, log_folder=log_folder,
+                        cluster="slurm" if executor == "slurm" else "local")
     if executor == "local":
         if (opts.partition, opts.gpus_per_job, opts.cpus_per_job, opts.time_minutes,
                 opts.log_folder) != (None, 1, 8, 60, Path("runs/slurm")):
             raise BenchmarkError("--partition, --gpus, --cpus, --time-limit and --log-folder "
                                  "are for --executor slurm")
+        if dry_run:
+            raise BenchmarkError("--dry-run is for --executor slurm or submitit-local (a local "
+                                 "run submits nothing)")
         return None
     opts.validate()
     return opts
+
+
+# --executor: this process (one seed after another), Slurm jobs, or those jobs as processes here
+EXECUTORS = ("local", "slurm", "submitit-local")
 
 
 def _run_options(fn):
@@ -119,14 +134,18 @@ def _run_options(fn):
                      show_default=True),
         click.option("--force", is_flag=True,
                      help="replace records that exist, training from scratch"),
-        click.option("--executor", type=click.Choice(["local", "slurm"]), default="local",
-                     show_default=True, help="slurm: one Slurm job per seed and run, through "
-                                             "submitit (pip install '.[cluster]'; "
-                                             "docs/cluster.md)"),
+        click.option("--executor", type=click.Choice(EXECUTORS), default="local",
+                     show_default=True, help="slurm: one Slurm job per seed and run (one job "
+                                             "array), through submitit (pip install "
+                                             "'.[cluster]'; docs/cluster.md); submitit-local: "
+                                             "those jobs as processes of this machine"),
+        click.option("--dry-run", is_flag=True, help="slurm: print the sbatch script and the "
+                                                     "jobs, submit nothing, make no data"),
         click.option("--partition", default=None, help="slurm: the partition [the cluster's "
                                                        "default]"),
         click.option("--gpus", type=int, default=1, show_default=True,
-                     help="slurm: GPUs per job"),
+                     help="slurm: GPUs per job (several: flowcaps trains one rank per GPU; "
+                          "methods that train on one GPU refuse them)"),
         click.option("--cpus", type=int, default=8, show_default=True,
                      help="slurm: CPU cores per job"),
         click.option("--time-limit", type=int, default=60, show_default=True,
@@ -173,21 +192,25 @@ def _example(*commands: str) -> str:
               help="score only the first N test pairs: a partial record, which the tables skip")
 @_friendly(resume=_run_resume)
 def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, device, force,
-            executor, partition, gpus, cpus, time_limit, log_folder, checkpoint, test_limit):
+            executor, dry_run, partition, gpus, cpus, time_limit, log_folder, checkpoint,
+            test_limit):
     """Make the data if missing, train METHOD (resuming), evaluate, write a record per seed
     (with --executor slurm: a Slurm job per seed)."""
     from benchmark.runner import RunRequest, execute, plan
-    slurm = _slurm(executor, partition, gpus, cpus, time_limit, log_folder)
+    slurm = _slurm(executor, partition, gpus, cpus, time_limit, log_folder, dry_run)
     from trainloop.allocator import keep_freed_memory
     keep_freed_memory()  # evaluation batches reuse freed memory (benchmark.runner._execute_logged)
     p = plan(RunRequest(method=method, dataset=dataset, profile=profile, seeds=_seeds(seeds),
                         data=data, make_data=make_data, results=results, runs=runs,
                         device=device, checkpoint=checkpoint, test_limit=test_limit,
                         force=force))
+    if slurm is not None:  # before a word is printed or a job submitted
+        from benchmark.registry import check_gpus
+        check_gpus(p.method, slurm.gpus_per_job)
     click.echo(p.budget_line())
     if slurm is not None:
         from benchmark.executor import submit_all
-        submit_all([p], slurm, echo=click.echo)
+        submit_all([p], slurm, echo=click.echo, dry_run=dry_run)
         return
     from trainloop import ddp
     try:
@@ -203,25 +226,28 @@ def run_cmd(method, dataset, profile, seeds, data, make_data, results, runs, dev
                    "GPU); a time-budgeted profile then trains each on its share of the device")
 @_friendly(resume=_run_resume)
 def ablate_cmd(dataset, profile, seeds, data, make_data, results, runs, device, force,
-               executor, partition, gpus, cpus, time_limit, log_folder, jobs):
+               executor, dry_run, partition, gpus, cpus, time_limit, log_folder, jobs):
     """Run Table 3's grid for FlowCapsules (benchmark/paper_tables.py: K, |s|; decoder depth
     and depth ordering on Geo); with --executor slurm, a Slurm job per run and seed."""
     from benchmark.paper_tables import TABLE3_METHOD
     from benchmark.runner import RunRequest, ablation_requests, execute_all, plan
     from trainloop.allocator import keep_freed_memory
     keep_freed_memory()  # evaluation batches reuse freed memory (benchmark.runner._execute_logged)
-    slurm = _slurm(executor, partition, gpus, cpus, time_limit, log_folder)
+    slurm = _slurm(executor, partition, gpus, cpus, time_limit, log_folder, dry_run)
     if slurm is not None and jobs > 1:
         raise BenchmarkError("--jobs is for --executor local; Slurm runs one job per run and seed")
     base = RunRequest(method=TABLE3_METHOD, dataset=dataset, profile=profile,
                       seeds=_seeds(seeds), data=data, make_data=make_data, results=results,
                       runs=runs, device=device, force=force)
     plans = [plan(r) for r in ablation_requests(base)]  # every run checked before the first
+    if slurm is not None:
+        from benchmark.registry import check_gpus
+        check_gpus(plans[0].method, slurm.gpus_per_job)
     click.echo(f"{len(plans)} runs, {plans[0].method.budgets[profile]} each per seed"
                + (f", {jobs} at a time" if jobs > 1 else ""))
     if slurm is not None:
         from benchmark.executor import submit_all
-        submit_all(plans, slurm, echo=click.echo)
+        submit_all(plans, slurm, echo=click.echo, dry_run=dry_run)
     else:
         execute_all(plans, jobs, echo=click.echo)
 

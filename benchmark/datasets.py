@@ -2,11 +2,13 @@
 
 Letters: B batch, T frames, H = W image side.
 
-Three kinds of folder, all generated with `profiles.DATA_SEED`:
+Four kinds of folder, all generated with `profiles.DATA_SEED`:
 - a profile's data (`profiles.default_data_root`): what training reads, made if missing;
 - the evaluation set of a checkpoint run (`profiles.eval_data_root`): the profile's test split
   and only the training pairs that the k-means protocol fits on (`TRAIN_FEATURES`), never a
   training set;
+- the test split alone, for a method that trains nothing (`profiles.test_data_root`), where
+  neither folder above is there;
 - a few test pairs for `flowbench show` (under runs/show-data).
 geogen draws every sample from its own stream (seed, split, index), so the first N pairs of a
 split are the same pairs in any of these folders made with the same settings.
@@ -58,6 +60,13 @@ def eval_config(dataset: str, profile: str, root: Path):
     p = get_profile(profile)
     return make_config(dataset, root, n=min(p.train, TRAIN_FEATURES), val=0, test=p.test,
                        size=p.size)
+
+
+def test_config(dataset: str, profile: str, root: Path):
+    """The profile's test split alone, for a method that trains nothing (geogen makes at least
+    one training pair)."""
+    p = get_profile(profile)
+    return make_config(dataset, root, n=1, val=0, test=p.test, size=p.size)
 
 
 def data_supersample(manifest: dict) -> int | None:

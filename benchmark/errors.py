@@ -7,3 +7,8 @@ catches it.
 
 class BenchmarkError(Exception):
     """A clear, user-facing problem (unknown method, missing checkpoint, old record...)."""
+
+
+class StopLine(BenchmarkError):
+    """A stop (Ctrl-C, SIGTERM) ended the command: the text is what it leaves behind and what
+    the same command does now, the line to print instead of the generic resume hint."""

@@ -8,7 +8,8 @@ groups of slots (the articulated figure's whole limbs, `datasets.targets`) is sc
 groups as well, under the record's "groups", with each group's parts-union score beside it
 (`benchmark.parts_union`, under "groups" -> "parts_union").
 A method that declares `uses_ground_truth = ("flow",)` gets the test pair's ground-truth flow;
-no other method ever sees it.
+no other method ever sees it. A method that trains nothing (`train` None) is scored on the test
+pairs alone: it has no learned features for the k-means protocol.
 """
 from __future__ import annotations
 
@@ -93,6 +94,24 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
         test_feats.append(pred.features)
         if (i // EVAL_BATCH) % TRIM_EVERY == TRIM_EVERY - 1:
             release_freed_memory()
+    out = {**seg.compute(), **flow.compute(), **ari.compute()}
+    if grouped is not None:
+        out["groups"] = grouped.compute()
+    if union is not None:
+        out["groups"]["parts_union"] = union.compute(out["assignment"],
+                                                     out["visible_assignment"], slots)
+    out["n_test"] = int(n)
+    if method.train is not None:  # a method that trains nothing learned no features (Table 2)
+        out.update(_kmeans_protocol(method, loaded, data_root, np.concatenate(test_feats),
+                                    test["label"], random_state, progress))
+    return out
+
+
+def _kmeans_protocol(method: Method, loaded: LoadedModel, data_root: Path,
+                     test_feats: np.ndarray, test_labels: np.ndarray, random_state: int,
+                     progress: bool) -> dict:
+    """Table 2's k-means accuracies: fit on the features of the first TRAIN_FEATURES training
+    pairs, scored on the test features (benchmark.clustering)."""
     fields = ("frames", "label") + (("flow",) if "flow" in method.uses_ground_truth else ())
     train = read_checked(data_root, "train", fields, TRAIN_FEATURES)
     train_flow = train.get("flow")
@@ -100,14 +119,8 @@ def evaluate(method: Method, loaded: LoadedModel, data_root: Path, random_state:
                          None if train_flow is None else train_flow[i:i + EVAL_BATCH, 0])
                    for i in tqdm(range(0, len(train["label"]), EVAL_BATCH), desc="embed train",
                                  unit="batch", disable=not progress)]
-    out = {**seg.compute(), **flow.compute(), **ari.compute()}
-    if grouped is not None:
-        out["groups"] = grouped.compute()
-    if union is not None:
-        out["groups"]["parts_union"] = union.compute(out["assignment"],
-                                                     out["visible_assignment"], slots)
-    out.update(classification_metrics(np.concatenate(train_feats), train["label"],
-                                      np.concatenate(test_feats), test["label"], random_state,
-                                      standardised=method.standardise_features))
-    out["n_test"], out["n_train_features"] = int(n), int(len(train["label"]))
+    out = classification_metrics(np.concatenate(train_feats), train["label"], test_feats,
+                                 test_labels, random_state,
+                                 standardised=method.standardise_features)
+    out["n_train_features"] = int(len(train["label"]))
     return out

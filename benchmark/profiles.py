@@ -85,3 +85,8 @@ def default_data_root(dataset: str, profile: str, clip_frames: int = 2) -> Path:
 def eval_data_root(dataset: str, profile: str) -> Path:
     """Where a checkpoint's evaluation makes only what it reads (see benchmark.datasets)."""
     return Path("data") / f"{dataset_folder(dataset)}-{data_name(profile)}-eval"
+
+
+def test_data_root(dataset: str, profile: str) -> Path:
+    """Where a method that trains nothing makes only the test pairs it reads."""
+    return Path("data") / f"{dataset_folder(dataset)}-{data_name(profile)}-test"

@@ -66,6 +66,7 @@ def publish(record: Path, dest: Path, force: bool = False, command: str | None =
     sha = records.file_sha256(src)
     if rec["checkpoint_sha256"] and rec["checkpoint_sha256"] != sha:
         raise BenchmarkError(f"{src} changed since {record} was written (sha256 differs)")
+    _check_checkpoint_kind(rec, record, src)
     dest, prov_path = Path(dest), Path(dest).with_suffix(".json")
     link = dest.is_file() and records.file_sha256(dest) == sha
     if dest.exists() and not link and not force:
@@ -113,6 +114,35 @@ def publish(record: Path, dest: Path, force: bool = False, command: str | None =
         os.replace(tmp, final)
     return {"checkpoint": dest, "provenance": prov_path, "record": Path(record),
             "copied": not link}
+
+
+def _check_checkpoint_kind(rec: dict, record: Path, src: Path) -> None:
+    """The record's method loads the checkpoint, and its meta names the record's dataset as its
+    training data (where it names any): a checkpoint filed under another method's or dataset's
+    record would be published as that one's."""
+    from benchmark.registry import get_method, load_methods
+    from benchmark.runner import trained_variant
+    method, dataset = rec["method"], rec["dataset"]
+    try:
+        loaded = get_method(method).load(src)
+    except BenchmarkError:
+        other = next((name for name, m in load_methods().items()
+                      if name != method and _loads(m, src)), None)
+        what = f"a {other} checkpoint" if other else "no checkpoint any registered method loads"
+        raise BenchmarkError(f"{record} is a {method} record but its checkpoint {src} is {what}; "
+                             f"nothing was published") from None
+    trained = trained_variant((loaded.trained_with or {}).get("meta") or {})
+    if trained is not None and trained != dataset:
+        raise BenchmarkError(f"{record} is a {dataset} record but its checkpoint {src} was "
+                             f"trained on {trained} data; nothing was published")
+
+
+def _loads(method, path: Path) -> bool:
+    try:
+        method.load(path)
+    except BenchmarkError:
+        return False
+    return True
 
 
 def check_pairs(checkpoints: Path = CHECKPOINTS,

@@ -174,10 +174,6 @@ class Method(Protocol):
     # runner passes `gt_flow` to predict only when "flow" is here; records and tables say so.
     uses_ground_truth: tuple[str, ...]
     amodal: bool  # whether Prediction.masks are amodal (False: visible-only masks)
-    # Whether nothing in the model ties a mask to a kind of part (R-NEM's groups: one network
-    # for every group, a random start), so that one mask per slot over the whole test set is
-    # no score of its masks; Table 1b then shows its per-image assignment (docs/benchmark.md).
-    interchangeable_groups: bool
     tables: tuple[int, ...]  # the paper's tables it fills: 1 segmentation, 2 clustering
     clip_frames: int  # frames per training clip; evaluation always uses the 2-frame test pairs
     # Whether k-means standardises each feature first (benchmark.clustering). False where the
@@ -197,12 +193,17 @@ class Method(Protocol):
     # click commands of a tool for this method alone, kept beside its adapter; `flowbench` adds
     # them when it starts.
     commands: tuple[Any, ...]
+    # Whether its training uses every GPU its process sees, one DDP rank each (FlowCapsules,
+    # through torchrun); a Slurm job of several GPUs for any other method is refused.
+    multi_gpu: bool
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         """The full training configuration for a spec, JSON-ready (checked before any work)."""
 
-    def train(self, spec: TrainSpec) -> Path:
-        """Train (resuming from spec.run_dir when a run is there); return the checkpoint."""
+    # Train (resuming from spec.run_dir when a run is there) and return the checkpoint; or None
+    # for a method that trains nothing (a calibration): the runner then scores `untrained`'s
+    # model, with no checkpoint and no training data, and such a method fills no Table 2.
+    train: Callable[[TrainSpec], Path] | None
 
     def load(self, checkpoint: Path) -> LoadedModel:
         """Load a trained model; raise BenchmarkError for a missing or foreign checkpoint."""
@@ -243,7 +244,6 @@ METHOD_DEFAULTS: dict[str, Any] = {
                 "quick": "not stated by the method"},
     "uses_ground_truth": (),
     "amodal": True,
-    "interchangeable_groups": False,
     "tables": (1, 2),
     "clip_frames": 2,
     "standardise_features": True,
@@ -253,6 +253,7 @@ METHOD_DEFAULTS: dict[str, Any] = {
     "bench_subjects": None,
     "loop_case": None,
     "commands": (),
+    "multi_gpu": False,
 }
 GROUND_TRUTH = ("flow",)  # what `uses_ground_truth` may name
 TABLES = (1, 2)  # what `tables` may name (Table 3 is FlowCapsules' own ablations)
@@ -298,9 +299,13 @@ def _check_declaration(m: Any) -> None:
         raise ValueError(f"{where}: tables may name {TABLES}, got {m.tables}")
     if not isinstance(m.clip_frames, int) or m.clip_frames < 2:
         raise ValueError(f"{where}: clip_frames must be an integer >= 2, got {m.clip_frames}")
-    if not isinstance(m.interchangeable_groups, bool):
-        raise ValueError(f"{where}: interchangeable_groups must be a bool, "
-                         f"got {m.interchangeable_groups!r}")
+    if not hasattr(m, "train"):
+        raise ValueError(f"{where}: train must be a method or None")
+    if m.train is None and 2 in m.tables:
+        raise ValueError(f"{where}: a method that trains nothing (train = None) has no learned "
+                         f"features to cluster: tables may not name 2")
+    if not isinstance(m.multi_gpu, bool):
+        raise ValueError(f"{where}: multi_gpu must be a bool, got {m.multi_gpu!r}")
     if not isinstance(m.standardise_features, bool):
         raise ValueError(f"{where}: standardise_features must be a bool, "
                          f"got {m.standardise_features!r}")
@@ -311,9 +316,15 @@ def _check_declaration(m: Any) -> None:
             or any(o not in VARIANTS or o == d for o in others) for d, others in tw.items()):
         raise ValueError(f"{where}: trains_with must map a dataset to a tuple of other datasets "
                          f"({', '.join(VARIANTS)}), got {tw!r}")
-    for hook in ("bench_subjects", "loop_case"):
+    for hook in ("train", "bench_subjects", "loop_case"):
         if getattr(m, hook) is not None and not callable(getattr(m, hook)):
             raise ValueError(f"{where}: {hook} must be a method or None")
+
+
+def untrained(method: Method, spec: TrainSpec) -> LoadedModel:
+    """The model of a method that trains nothing (`train` None): its config for the spec."""
+    cfg = method.config(spec)
+    return LoadedModel(model=cfg, config=cfg, axes=method.axes(spec), image_size=spec.image_size)
 
 
 def load_methods() -> dict[str, Method]:
@@ -337,3 +348,11 @@ def check_profile(method: Method, profile: str) -> None:
         offered = [p for p in profiles.visible() if p in method.budgets]
         raise BenchmarkError(f"{method.name} does not support profile {profile!r}; it supports "
                              f"{', '.join(offered)}")
+
+
+def check_gpus(method: Method, gpus: int) -> None:
+    """BenchmarkError for a job of several GPUs that the method would train on one of."""
+    if gpus > 1 and not method.multi_gpu:
+        raise BenchmarkError(f"{method.name} trains on one GPU: --gpus {gpus} would leave "
+                             f"{gpus - 1} idle; pass --gpus 1 (only methods that train one rank "
+                             f"per GPU, such as flowcaps, take more)")

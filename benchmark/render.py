@@ -1,7 +1,8 @@
 """The tables as text: markdown (the README's block), LaTeX and long-format csv.
 
-All three print the same cells of benchmark.tables; the csv adds what the others leave out
-(the per-image assignment's number, the ceiling as a number of its own, the record files).
+All three print the same cells of benchmark.tables (Table 1's: "fixed / per image"); the csv
+gives each number in a column of its own (the fixed assignment's in `ours_mean`, the per-image
+one's in `ours_per_image_mean`, the ceiling) and adds the record files.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from benchmark.tables import AMODAL_MARK, GT_MARK, Table
 
 
 def _header(t: Table) -> list[str]:
-    return t.row_header + [h for c in t.columns for h in (f"{c} (ours)", f"{c} (paper)")]
+    return t.row_header + [h for c in t.columns for h in (f"{c} ({t.ours})", f"{c} (paper)")]
 
 
 def _body(t: Table) -> list[list[str]]:
@@ -24,7 +25,9 @@ def _body(t: Table) -> list[list[str]]:
 
 LEGEND = ("ours: mean ± std over seeds (profile, seeds), from the result records "
           "(results/records; \"local\": your own runs in runs/records, in rows of their own, "
-          "never averaged with the committed records); "
+          "never averaged with the committed records); in Table 1, for every method, "
+          "\"fixed / per image\": the score with one capsule per part over the whole test set, "
+          "then with capsules matched to parts in each image (benchmark/metrics.py); "
           "paper: Sabour et al., ICML 2021 (benchmark/data/paper.json); "
           "- = no run yet; n/r = the paper reports no number.")
 

@@ -31,8 +31,8 @@ from benchmark.errors import BenchmarkError
 from benchmark.evaluate import evaluate
 from benchmark.paper_tables import ablation_rows, ablation_variant
 from benchmark.profiles import (DATA_SEED, PROFILES, dataset_folder, default_data_root,
-                                eval_data_root, get_profile)
-from benchmark.registry import Axes, Method, TrainSpec, check_profile, get_method
+                                eval_data_root, get_profile, test_data_root)
+from benchmark.registry import Axes, Method, TrainSpec, check_profile, get_method, untrained
 
 
 def derive_seed(seed: int, method: str, dataset: str) -> int:
@@ -103,6 +103,9 @@ class Plan:
 
     def budget_line(self) -> str:
         r = self.req
+        if self.method.train is None:
+            return (f"flowbench run {r.method}: it trains nothing; evaluating on "
+                    f"{self.eval_data.root} ({r.dataset}, {r.profile})")
         if r.checkpoint is not None:
             return (f"flowbench run {r.method} --checkpoint {r.checkpoint}: evaluating on "
                     f"{self.eval_data.root} ({r.dataset}, {r.profile}), no training")
@@ -120,13 +123,16 @@ def plan(req: RunRequest) -> Plan:
     if req.dataset not in VARIANTS:
         raise BenchmarkError(f"unknown dataset {req.dataset!r}; choose from {', '.join(VARIANTS)}")
     check_profile(method, req.profile)
+    if method.train is None and req.checkpoint is not None:
+        raise BenchmarkError(f"{method.name} trains nothing and has no checkpoint: run it "
+                             f"without --checkpoint")
     if not req.seeds or len(set(req.seeds)) != len(req.seeds) or min(req.seeds) < 0:
         raise BenchmarkError(f"seeds must be distinct non-negative integers, got {req.seeds}")
     if req.test_limit is not None and req.test_limit < 1:
         raise BenchmarkError(f"--test-limit must be a positive number of test pairs, got "
                              f"{req.test_limit}")
-    _check_device(req)
-    _check_outputs(req)
+    _check_device(req, _trains(req, method))
+    _check_outputs(req, _trains(req, method))
     if req.checkpoint is not None:
         if len(req.seeds) > 1:
             raise BenchmarkError("--checkpoint evaluates one model: give a single seed")
@@ -171,15 +177,21 @@ def _check_trained_on(method: Method, checkpoint: Path, dataset: str) -> None:
                              f"would file it as a {dataset} record: pass --dataset {trained}")
 
 
-def _check_outputs(req: RunRequest) -> None:
+def _trains(req: RunRequest, method: Method) -> bool:
+    """Whether the run trains: not when it scores a given checkpoint, nor for a method that
+    trains nothing (`train` None)."""
+    return req.checkpoint is None and method.train is not None
+
+
+def _check_outputs(req: RunRequest, trains: bool) -> None:
     """The record tree and (for a training run) the run folders: writable, before any work."""
     from geogen.outpath import check_output_folder
     check_output_folder(req.results, "--results")
-    if req.checkpoint is None:
+    if trains:
         check_output_folder(req.runs, "--runs")
 
 
-def _check_device(req: RunRequest) -> None:
+def _check_device(req: RunRequest, trains: bool) -> None:
     """A device this machine has; a GPU profile's training on a CPU only when asked by name
     (`--device cpu`), before its data (111k pairs) is made."""
     import torch
@@ -189,7 +201,7 @@ def _check_device(req: RunRequest) -> None:
         raise BenchmarkError("--device cuda: this machine has no CUDA device that torch can use; "
                              "pass --device cpu (or auto)")
     profile = get_profile(req.profile)
-    if profile.gpu and req.checkpoint is None and req.device == "auto":
+    if profile.gpu and trains and req.device == "auto":
         cpu = ", ".join(n for n, p in PROFILES.items() if not p.gpu and not p.hidden)
         raise BenchmarkError(f"the {req.profile} profile trains on a GPU and this machine has "
                              f"none: pass --device cpu to train it on the CPU anyway (many times "
@@ -197,8 +209,9 @@ def _check_device(req: RunRequest) -> None:
 
 
 def _extra_folders(req: RunRequest, method: Method) -> tuple[tuple[str, Folder], ...]:
-    """The profile folders of the datasets the method also trains with (none for a checkpoint)."""
-    if req.checkpoint is not None:
+    """The profile folders of the datasets the method also trains with (none for a checkpoint
+    or a method that trains nothing)."""
+    if not _trains(req, method):
         return ()
     out = []
     for other in method.trains_with.get(req.dataset, ()):
@@ -217,6 +230,8 @@ def _test_pairs(folder: Folder) -> int:
 
 def _folders(req: RunRequest, method: Method) -> tuple[Folder, Folder | None]:
     """Where the run reads its test pairs and trains, and what it may make there."""
+    if method.train is None:
+        return _untrained_folder(req), None
     if req.data is not None:
         root = Path(req.data)
         if req.checkpoint is not None:
@@ -240,6 +255,22 @@ def _folders(req: RunRequest, method: Method) -> tuple[Folder, Folder | None]:
     clips = default_data_root(req.dataset, req.profile, method.clip_frames)
     return full, Folder(clips, datasets.profile_config(req.dataset, req.profile, clips,
                                                        method.clip_frames), True, True)
+
+
+def _untrained_folder(req: RunRequest) -> Folder:
+    """What a method that trains nothing reads: the test pairs alone. The profile's folder, or
+    a checkpoint's evaluation set, serves where it is here; else only the test split is made
+    (`profiles.test_data_root`)."""
+    if req.data is not None:
+        root = Path(req.data)
+        return Folder(root, datasets.test_config(req.dataset, req.profile, root), False,
+                      req.make_data)
+    for root, config in ((default_data_root(req.dataset, req.profile), datasets.profile_config),
+                         (eval_data_root(req.dataset, req.profile), datasets.eval_config)):
+        if (root / "manifest.json").is_file():
+            return Folder(root, config(req.dataset, req.profile, root), True, True)
+    root = test_data_root(req.dataset, req.profile)
+    return Folder(root, datasets.test_config(req.dataset, req.profile, root), True, True)
 
 
 def _check_folder(folder: Folder) -> None:
@@ -316,7 +347,7 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
                          variant=req.variant, extra_data=extra_roots,
                          slots=_slots(train_root or eval_root))
         train_config = method.config(spec)  # fails early on a bad variant or profile
-        aside = req.force and req.checkpoint is None and (run_dir.exists() or target.exists())
+        aside = req.force and _trains(req, method) and (run_dir.exists() or target.exists())
         if aside:
             # Redo means from scratch: the old run folder would be resumed (or refused when its
             # config differs), not retrained. The old model and record wait beside their places
@@ -347,14 +378,16 @@ def execute(p: Plan, progress: bool = True, echo=print) -> list[Path]:
     return written
 
 
-def resume_line(runs: Path, force: bool, checkpoint: Path | None) -> str:
+def resume_line(runs: Path, force: bool, checkpoint: Path | None,
+                trains_nothing: bool = False) -> str:
     """What the same command does after a Ctrl-C stopped `execute` (its rules above): the data
     made so far is kept and finished (datasets.ensure resumes it); a training run resumes from
     its checkpoint in its run folder unless --force, which sets that folder aside; evaluation,
-    never resumable, starts again."""
-    if checkpoint is not None:
+    never resumable, starts again (all there is for a method that trains nothing)."""
+    if checkpoint is not None or trains_nothing:
+        what = "the checkpoint" if checkpoint is not None else "the method"
         return ("no record was written; the same command finishes the data it makes and "
-                "evaluates the checkpoint again")
+                f"evaluates {what} again")
     if force:
         return ("the old run folders under {runs} and their records are back in place; the "
                 "same command with --force trains every seed afresh again; the data made so "
@@ -370,7 +403,11 @@ def _run_seed(p: Plan, seed: int, spec: TrainSpec, train_config, eval_root: Path
     metrics and whether it is partial; None on a rank other than 0 (it only trains)."""
     req, method = p.req, p.method
     started, t_run, git = records.now(), time.time(), records.git_state()
-    if req.checkpoint is None:
+    checkpoint_note = None
+    if method.train is None:
+        checkpoint, train_config_used = None, train_config
+        checkpoint_note = f"{method.name} trains nothing: no checkpoint"
+    elif req.checkpoint is None:
         echo(f"training {method.name} on {req.dataset} ({req.profile}), seed {seed} "
              f"-> {spec.run_dir}" + ("" if req.force else " (resumes if interrupted)"))
         checkpoint, train_config_used = method.train(spec), train_config
@@ -379,7 +416,7 @@ def _run_seed(p: Plan, seed: int, spec: TrainSpec, train_config, eval_root: Path
     train_s = time.time() - t_run
     if rank != 0:
         return None
-    loaded = method.load(checkpoint)
+    loaded = untrained(method, spec) if checkpoint is None else method.load(checkpoint)
     t_eval = time.time()
     metrics = evaluate(method, loaded, eval_root, spec.seed, req.test_limit, progress)
     extras = method.record_extras(loaded, eval_root)
@@ -392,10 +429,13 @@ def _run_seed(p: Plan, seed: int, spec: TrainSpec, train_config, eval_root: Path
         # checkpoint); "trained_with": what the evaluated checkpoint says of its training.
         config={"train": train_config_used, "model": loaded.config,
                 "trained_with": loaded.trained_with}, data=data_info,
-        checkpoint=str(checkpoint), checkpoint_sha256=records.file_sha256(checkpoint),
+        checkpoint=None if checkpoint is None else str(checkpoint),
+        checkpoint_sha256=None if checkpoint is None else records.file_sha256(checkpoint),
         device=req.device, wall=wall, started_at=started, git=git,
         uses_ground_truth=tuple(method.uses_ground_truth), amodal=method.amodal,
         test_limit=req.test_limit, partial=p.partial_pairs is not None, extras=extras)
+    if checkpoint_note is not None:
+        rec["checkpoint_note"] = checkpoint_note  # why checkpoint_sha256 is null
     return records.write_record(req.results, rec, force=req.force), metrics, rec["partial"]
 
 

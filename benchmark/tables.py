@@ -10,12 +10,14 @@ What each table holds is benchmark.paper_tables (the paper's rows and methods) p
   sample std over seeds, with the profile and seed count. A cell filled from a user's own
   records (runs/records) says "local"; beside committed records those fill rows of their own
   ("Geo (local)"), never the committed mean (build_tables).
-- Table 1 comes in two parts, both with the fixed capsule-to-slot assignment
-  (benchmark.metrics): 1a amodal IoU, where a method with visible-only masks shows the
+- Table 1 comes in two parts, each of our cells holding, for every method alike, the fixed
+  capsule-to-slot assignment's number and the per-image assignment's (benchmark.metrics),
+  "fixed / per image": 1a amodal IoU, where a method with visible-only masks shows the
   ceiling (the ground-truth visible masks scored against the amodal truth, read from the
-  records of the dataset) and never a score; 1b visible IoU for every method.
+  records of the dataset) and never a score; 1b visible IoU for every method. A side a
+  record lacks is "-", and a note says so.
   The paper's cells stand beside the measure they report (paper_tables.TABLE1_PAPER_VISIBLE).
-  The csv adds the per-image assignment's number and the ceiling as columns of their own.
+  The csv gives the two numbers and the ceiling as columns of their own.
 - Table 3 reports amodal IoU with the fixed assignment; Table 2 the k-means test accuracies
   (benchmark.clustering).
 - Geo+ records of the camouflage look (records.record_look: every one made before looks were
@@ -36,7 +38,10 @@ from benchmark.profiles import by_rank
 
 NOT_PUBLIC = "not public"
 NO_CEILING = "ceiling: -"  # a visible-only method's Table 1a cell where no record has one
-AMODAL_MARK, GT_MARK, PER_IMAGE_MARK = "†", "‡", "¶"
+AMODAL_MARK, GT_MARK = "†", "‡"
+COLLAPSED = "collapsed"
+# A run whose every amodal IoU is at most this drew no mask over any shape: its masks collapsed.
+COLLAPSE_IOU = 1e-3
 
 
 @dataclass(frozen=True)
@@ -50,25 +55,44 @@ class Cell:
     na: str = ""  # why our side cannot hold a number (dataset not public, row not run there)
     local: bool = False  # filled from a user's own records rather than the committed ones
     sources: tuple[str, ...] = ()  # the record files
-    per_image: tuple[float, ...] = ()  # the same runs under per-image assignment (csv only)
+    # The same runs under the per-image assignment (Table 1's cells: shown after the fixed
+    # one's); None in a cell that shows one number (Tables 2 and 3).
+    per_image: tuple[float, ...] | None = None
     ceiling: float | None = None  # shown instead of a score (a visible-only method, Table 1a)
+    collapsed: int = 0  # runs left out of `values` because their masks collapsed (Table 3)
+
+    def lacks_per_image(self) -> bool:
+        """Whether some of the cell's runs have no per-image number (that side shows "-")."""
+        return self.per_image is not None and len(self.per_image) < len(self.values)
 
     def ours(self) -> str:
         if self.ceiling is not None:
             return f"ceiling {self.ceiling:.3f}"
         if self.na:
             return self.na
-        if not self.values:
-            return "-"
-        mean = float(np.mean(self.values))
         where = ", ".join([self.profile or ""] + (["local"] if self.local else []))
-        if len(self.values) == 1:
-            return f"{mean:.3f} ({where})"
-        std = float(np.std(self.values, ddof=1))
-        return f"{mean:.3f} ± {std:.3f} ({where}, {len(self.values)} seeds)"
+        if not self.values:
+            if self.collapsed:
+                seeds = f", {self.collapsed} seeds" if self.collapsed > 1 else ""
+                return f"{COLLAPSED} ({where}{seeds})"
+            return "-"
+        shown = _mean_std(self.values)
+        if self.per_image is not None:
+            shown += " / " + ("-" if self.lacks_per_image() else _mean_std(self.per_image))
+        seeds = [f"{len(self.values)} seeds"] if len(self.values) > 1 else []
+        also = f"; {self.collapsed} {COLLAPSED}" if self.collapsed else ""
+        return f"{shown} ({', '.join([where] + seeds)}{also})"
 
     def theirs(self) -> str:
         return self.paper_text
+
+
+def _mean_std(values: tuple[float, ...]) -> str:
+    """'0.955' for one seed, '0.955 ± 0.004' (sample std) for several."""
+    mean = float(np.mean(values))
+    if len(values) == 1:
+        return f"{mean:.3f}"
+    return f"{mean:.3f} ± {float(np.std(values, ddof=1)):.3f}"
 
 
 @dataclass
@@ -79,6 +103,10 @@ class Table:
     rows: list[tuple[list[str], list[Cell]]] = field(default_factory=list)
     missing: set[str] = field(default_factory=set)  # commands that would fill "-" cells
     notes: list[str] = field(default_factory=list)
+    ours: str = "ours"  # what the header says our columns hold
+
+
+TABLE1_OURS = "ours: fixed / per image"  # Table 1's columns: both assignments, every method
 
 
 def _want(t: "Table", dataset: str, command: str) -> None:
@@ -115,18 +143,22 @@ def _values(runs: list[dict], value: Callable[[dict], float | None] | None) -> t
 
 def _select(records: list[dict], method: str, dataset: str, keep: Callable[[dict], bool],
             value: Callable[[dict], float | None], profile: str | None,
-            per_image: Callable[[dict], float | None] | None = None, **paper) -> Cell:
+            per_image: Callable[[dict], float | None] | None = None,
+            collapsed: Callable[[dict], bool] = lambda met: False, **paper) -> Cell:
     """The cell for records of a method and dataset that pass `keep`: the best profile's runs
-    (or only `profile`'s)."""
+    (or only `profile`'s); those whose metrics are `collapsed` are counted, not averaged."""
     chosen = [r for r in records if r["method"] == method and spec.table_dataset(r) == dataset
               and keep(r) and (profile is None or r["profile"] == profile)]
     for name in by_rank():
         runs = [r for r in chosen if r["profile"] == name]
         if not runs:
             continue
-        return Cell(values=_values(runs, value), per_image=_values(runs, per_image), profile=name,
-                    local=any(r.get("_local") for r in runs),
-                    sources=tuple(r.get("_path", "") for r in runs), **paper)
+        scored = [r for r in runs if not collapsed(r["metrics"])]
+        return Cell(values=_values(scored, value),
+                    per_image=None if per_image is None else _values(scored, per_image),
+                    profile=name, local=any(r.get("_local") for r in runs),
+                    sources=tuple(r.get("_path", "") for r in runs),
+                    collapsed=len(runs) - len(scored), **paper)
     return Cell(**paper)
 
 
@@ -191,25 +223,14 @@ def _gt_note(labels: list[str]) -> list[str]:
     return [f"{GT_MARK} {', '.join(labels)}: {verb} the ground-truth flow at test time."]
 
 
-def _interchangeable(m: Any) -> bool:
-    return m is not None and m.interchangeable_groups  # registry.register fills the default
-
-
-def _visible_key(m: Any) -> str:
-    """The visible IoU a method's Table 1b cells show: the per-image assignment's where its
-    groups are interchangeable (no group stands for a kind of part), else the fixed one's."""
-    return "visible_iou_per_image" if _interchangeable(m) else "visible_iou"
-
-
-def _per_image_note(labels: list[str]) -> list[str]:
-    """One note for every method whose Table 1b cells use the per-image assignment."""
+def _lacking_per_image_note(t: Table) -> list[str]:
+    """One note when a cell's records lack the per-image number (none: no note)."""
+    labels = sorted({t.columns[i] for _, cells in t.rows for i, c in enumerate(cells)
+                     if c.lacks_per_image()})
     if not labels:
         return []
-    return [f"{PER_IMAGE_MARK} {', '.join(labels)}: interchangeable groups (one network for "
-            f"every group, a random start: no group stands for a kind of part), so our cells "
-            f"match masks to parts per image, where the fixed assignment would score the "
-            f"groups' order rather than the masks (docs/benchmark.md); the paper does not say "
-            f"how it matched them; the records hold both."]
+    return [f"{', '.join(labels)}: some records lack the per-image assignment's number, so the "
+            f"per-image side of those cells is -."]
 
 
 def _visible_only_note(labels: list[str]) -> list[str]:
@@ -243,7 +264,7 @@ def table1(records: list[dict], methods: dict, profile: str | None = None,
             sees.append(label)
         headers.append(label + marks)
     notes = _visible_only_note(visible_only) + _gt_note(sees)
-    t = Table(spec.TABLE1.title, ["dataset", "shape"], headers, notes=notes)
+    t = Table(spec.TABLE1.title, ["dataset", "shape"], headers, notes=notes, ours=TABLE1_OURS)
     ceilings = {ds: _ceiling(records, ds) for ds in datasets}
     for ds in datasets:
         for part in spec.PARTS:
@@ -265,6 +286,7 @@ def table1(records: list[dict], methods: dict, profile: str | None = None,
     _exercise_rows(t, cols, visible=False)
     _stand_in_rows(t, records, cols, methods, profile, visible=False)
     t.notes += spec.camouflage_note(datasets)
+    t.notes += _lacking_per_image_note(t)
     known = [(ds, c) for ds, c in ceilings.items() if c]
     if known:
         t.notes.append("Ceiling: the ground-truth visible masks scored against the amodal truth "
@@ -311,8 +333,7 @@ def _stand_in_rows(t: Table, records: list[dict], cols: list[tuple[str, str]], m
                 cells.append(Cell(ceiling=ceil.values.get(part), sources=(ceil.source,))
                              if ceil else Cell(na="ceiling: -"))
                 continue
-            shown = _visible_key(methods.get(name)) if visible else key
-            c = _select(records, name, ds, _no_overrides, _part(shown, part, groups=True), profile,
+            c = _select(records, name, ds, _no_overrides, _part(key, part, groups=True), profile,
                         per_image=_part(f"{key}_per_image", part, groups=True))
             cells.append(c)
             if c.profile is None:
@@ -335,27 +356,23 @@ def table1_visible(records: list[dict], methods: dict, profile: str | None = Non
     """Table 1b: visible IoU of every method."""
     datasets = datasets or spec.table_datasets(records)
     cols = _methods_of(spec.TABLE1, methods)
-    headers, seeing, per_image = [], [], []
+    headers, seeing = [], []
     for name, label in cols:
         m = methods.get(name)
         sees = m is not None and "flow" in m.uses_ground_truth
-        headers.append(label + (GT_MARK if sees else "")
-                       + (PER_IMAGE_MARK if _interchangeable(m) else ""))
+        headers.append(label + (GT_MARK if sees else ""))
         if sees:
             seeing.append(label)
-        if _interchangeable(m):
-            per_image.append(label)
-    notes = _gt_note(seeing) + _per_image_note(per_image)
-    t = Table(spec.TABLE1_VISIBLE_TITLE, ["dataset", "shape"], headers, notes=notes)
+    t = Table(spec.TABLE1_VISIBLE_TITLE, ["dataset", "shape"], headers, notes=_gt_note(seeing),
+              ours=TABLE1_OURS)
     for ds in datasets:
         for part in spec.PARTS:
             cells = []
             for name, _ in cols:
                 paper = _paper(1, ds, name, part, name in spec.TABLE1_PAPER_VISIBLE
                                and name in spec.TABLE1.paper_methods)
-                c = _select(records, name, ds, _no_overrides,
-                            _part(_visible_key(methods.get(name)), part), profile,
-                            per_image=_part("visible_iou_per_image", part), **paper)
+                c = _select(records, name, ds, _no_overrides, _part("visible_iou", part),
+                            profile, per_image=_part("visible_iou_per_image", part), **paper)
                 cells.append(c)
                 if c.profile is None:
                     _want(t, ds, _run_cmd(name, ds, profile))
@@ -363,6 +380,7 @@ def table1_visible(records: list[dict], methods: dict, profile: str | None = Non
     _exercise_rows(t, cols, visible=True)
     _stand_in_rows(t, records, cols, methods, profile, visible=True)
     t.notes += spec.camouflage_note(datasets)
+    t.notes += _lacking_per_image_note(t)
     t.notes.append("The paper's FlowCapsules cells are in Table 1a (its amodal masks).")
     return t
 
@@ -389,10 +407,17 @@ def table2(records: list[dict], methods: dict, profile: str | None = None,
     return t
 
 
+def masks_collapsed(met: dict) -> bool:
+    """Every amodal IoU of a run is ~0: no mask rose above 0.5 over any shape (they collapsed)."""
+    ious = [v for v in (met.get("amodal_iou") or {}).values() if v is not None]
+    return bool(ious) and max(ious) <= COLLAPSE_IOU
+
+
 def table3(records: list[dict], methods: dict | None = None, profile: str | None = None,
            datasets: tuple[str, ...] | None = None) -> Table:
     datasets = datasets or spec.table_datasets(records)
-    t = Table(spec.TABLE3_TITLE, ["ablation"], [spec.DATASET_TITLES[ds] for ds in datasets])
+    t = Table(spec.TABLE3_TITLE, ["ablation", "masks scored"],
+              [spec.DATASET_TITLES[ds] for ds in datasets])
     for row in spec.ABLATION_ROWS:
         cells = []
         for ds in datasets:
@@ -402,12 +427,18 @@ def table3(records: list[dict], methods: dict | None = None, profile: str | None
             c = _select(records, spec.TABLE3_METHOD, ds,
                         row.matches,
                         lambda met: met["amodal_iou"]["all"], profile,
+                        collapsed=masks_collapsed,
                         **_paper(3, ds, spec.TABLE3_METHOD, row.label, True))
             cells.append(c)
             if c.profile is None:
                 _want(t, ds, f"flowbench ablate --dataset {ds}"
                       + (f" --profile {profile}" if profile else ""))
-        t.rows.append(([row.label], cells))
+        t.rows.append(([row.label, row.scored], cells))
+    if any(c.collapsed for _, cells in t.rows for c in cells):
+        t.notes.append(f"{COLLAPSED}: every amodal IoU of the run is {COLLAPSE_IOU:g} or less: "
+                       f"its masks collapsed (near 0 everywhere, none above 0.5 over any shape), "
+                       f"so its 0 measures the collapse, not the ablation; such runs are left "
+                       f"out of the cell's mean.")
     t.notes.append("A run fills a row when its model's axes equal every axis the row states and "
                    "it changed no other axis from the method's default. The K, |s| rows also "
                    "state depth ordering on and leave the decoder depth free (the paper does not "

@@ -120,11 +120,18 @@ def main() -> None:
 @click.option("--rdzv-id", default="none", show_default=True,
               help="the training's name at the endpoint (torchrun's --rdzv-id)")
 @click.option("--node-rank", type=int, default=None,
-              help="this node's number, passed to torchrun (c10d numbers the nodes itself)")
+              help="this node's number, passed to torchrun (c10d numbers the nodes itself); "
+                   "the messages name the nodes by it")
+@click.option("--rdzv-timeout", type=int, default=None, metavar="SECONDS",
+              help="how long a node waits for the others to join, 1..86400 (torchrun's "
+                   "join_timeout) [default: 600]")
+@click.option("--max-restarts", type=int, default=0, show_default=True,
+              help="times torchrun starts the ranks again after a failure, 0..100 (each "
+                   "restart resumes from the checkpoint)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def train(data, profile, out, device, epochs, batch_size, lr, pairs, max_minutes, max_pairs, seed,
           mix_data, init, sets, config_file, force, nnodes, rdzv_endpoint, rdzv_id, node_rank,
-          quiet) -> None:
+          rdzv_timeout, max_restarts, quiet) -> None:
     """Train on the DATA geogen dataset; resumes when --out holds a checkpoint.
 
     Settings come from --profile (with what DATA's variant changes, as `flowbench run` trains
@@ -149,7 +156,7 @@ def train(data, profile, out, device, epochs, batch_size, lr, pairs, max_minutes
         cfg = (_profile_config(data, profile or "quick", changes) if config_file is None
                else _read_config(config_file).replace(**changes))
         rdzv = Rendezvous(nnodes=nnodes, node_rank=node_rank, endpoint=rdzv_endpoint,
-                          run_id=rdzv_id)
+                          run_id=rdzv_id, join_timeout=rdzv_timeout, max_restarts=max_restarts)
         path = run_train(cfg, data, progress=not quiet, force=force, rendezvous=rdzv)
     except TrainingInterrupted as err:
         if "WORLD_SIZE" in os.environ:  # a rank of flowcaps.launch, which reports it: exit 0

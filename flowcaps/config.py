@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowcaps import removed
+from flowcaps import memory, removed
 from flowcaps.errors import FlowcapsError
 from trainloop.configs import build, json_object, nest_loop, replaced
 from trainloop.loop import LoopConfig
@@ -22,7 +22,7 @@ from trainloop.seeds import MAX_SEED
 LAYERINGS, BACKGROUNDS = ("softmax", "over"), ("uniform", "static")
 TRANSLATION_HEADS, SHAPE_CODES = ("fc", "softargmax"), ("image", "capsule")
 DEVICES, SCHEDULES = ("cpu", "cuda", "auto"), ("constant", "cosine")
-CENTER_FORMS = ("spread", "spread_image")
+CENTER_FORMS, SMOOTH_FORMS = ("centroid", "spread", "spread_image"), ("frame", "pixels")
 APPEARANCE_BACKGROUNDS = ("colour", "still")
 
 
@@ -37,13 +37,13 @@ class ModelConfig:
     enc_hidden: int = 256  # the tanh fully connected layer
     # GroupNorm groups after each encoder conv but the first; 0 = none (the paper).
     enc_norm: int = 0
-    coord_channels: bool = True  # append (x, y) input channels; eases pose regression
+    coord_channels: bool = False  # append (x, y) input channels (not the paper's)
     # "fc": translation from the FC layer (the paper); "softargmax": a heat map's mean (model.Encoder).
     translation_head: str = "fc"
     # "softargmax" only: capsule numbers also from the features pooled under its heat map.
     pooled_params: bool = False
     dec_hidden: int = 64  # not stated in the paper
-    dec_depth: int = 3  # SELU layers of the implicit decoder before its output (ablation: 2 or 6)
+    dec_depth: int = 6  # SELU layers of the decoder before its output (Table 3: 6; ablation 2)
     # "image": s_k from the encoder (the paper); "capsule": one learned code per capsule.
     shape_code: str = "image"
     depth_ordering: bool = True  # False: plain softmax of Lambda_k (ablation), whatever the layering
@@ -136,7 +136,7 @@ class TrainConfig:
     max_pairs: int | None = None  # use only the first N training pairs
     mix_data: str | None = None  # a second dataset whose training pairs join DATA's, shuffled
     mix_first: float = 0.0  # the run's first fraction draws from mix_data alone (shapes first)
-    points: int = 1024  # pixel centres sampled per image for the losses; 0 = the full grid
+    points: int = 0  # pixel centres sampled per image for the losses; 0 = the full grid
     smooth_points: int = 128  # of those, how many also get +1 px neighbours for L_smooth
     # This share of the points drawn from an edge density (blurred |grad I|), reweighted: unbiased.
     edge_sampling: float = 0.0
@@ -144,8 +144,13 @@ class TrainConfig:
     blur_sigmas: tuple[float, ...] = (0.0,)  # render-loss pyramid; (0.0,) = the paper's loss
     both_directions: bool = False  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
+    # Phi's differences in the [-1, 1] frame (the paper's; on the full grid between adjacent
+    # pixels) or in pixels (about (W/2)^2 times the weight); docs/model.md.
+    smooth_form: str = "frame"
     w_center: float = 1e-2
-    center_form: str = "spread"  # E_u[Lambda |v|^2] (the paper) or "spread_image": E_u[Lambda |u - t|^2]
+    # |E_u[Lambda v] / E_u[Lambda]|^2 summed over k (the paper), or averaged over k: E_u[Lambda |v|^2]
+    # ("spread") or E_u[Lambda |u - t|^2] ("spread_image"); docs/model.md.
+    center_form: str = "centroid"
     center_warmup: float = 0.0  # w_center ramps up from 0 over this fraction of the run
     w_appearance: float = 0.0  # losses.appearance_loss, flat-colour layers; 0 = off (the paper)
     appearance_background: str = "colour"  # its background layer: a flat colour, or "still" (frame 1)
@@ -163,7 +168,7 @@ class TrainConfig:
     def validate(self) -> None:
         self.model.validate()
         for name, allowed in (("lr_schedule", SCHEDULES),
-                              ("center_form", CENTER_FORMS),
+                              ("center_form", CENTER_FORMS), ("smooth_form", SMOOTH_FORMS),
                               ("appearance_background", APPEARANCE_BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise FlowcapsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -187,6 +192,7 @@ class TrainConfig:
         if not 0 <= self.mix_first < 1 or (self.mix_first > 0 and self.mix_data is None):
             raise FlowcapsError(f"mix_first must be in [0, 1) and needs mix_data, got "
                                 f"{self.mix_first} with mix_data={self.mix_data!r}")
+        memory.check(self)  # last: the estimate needs every setting in range
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -201,6 +207,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "TrainConfig":
         raw = removed.drop(raw, removed.TRAIN_FIELDS)  # keys of older configs, at "off"
+        raw = {**ADDED, **raw}  # keys added since: what a config without them computed
         if raw.get("bf16") == "auto":  # older configs let the machine decide (meta says what)
             raw = {**raw, "bf16": False}
         model = removed.drop(raw.pop("model", {}), removed.MODEL_FIELDS, "model.")
@@ -218,6 +225,8 @@ class TrainConfig:
 # The paper's run: 150 epochs of 64 pairs (the global batch), gradients clipped at norm 1.
 LOOP = LoopConfig(out="runs/flowcaps", seed=0, batch_size=64, epochs=150, grad_clip=1.0,
                   explode_factor=50.0, log_every=20, checkpoint_minutes=2.0)
+# Keys added since configs were first saved, each at the value a config without it computed.
+ADDED = {"smooth_form": "pixels"}
 # Names of loop settings in configs stored before the loop had its own field.
 RENAMED = {"pairs": "rows"}
 

@@ -3,14 +3,16 @@
 On a CPU, N single-threaded DDP ranks train faster than one N-threaded process (numbers in
 docs/results/flowcaps.md, "Two CPU ranks"), so the quick profile asks for one rank per core (TrainConfig.cpu_ranks = 0).
 Over several nodes (trainloop.rendezvous) each node starts its torchrun agent with the same
-command: its CPU ranks, or one rank per GPU. `batch_size` stays the global batch: each of the
-W ranks of all nodes takes batch_size // W.
+command: its CPU ranks, or one rank per GPU. On CUDA a node always starts one rank per visible
+GPU, each on the GPU of its local rank (trainloop.ddp.rank_device). `batch_size` stays the global
+batch: each of the W ranks of all nodes takes batch_size // W.
 """
 from __future__ import annotations
 
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,10 +21,12 @@ import threading
 import time
 from pathlib import Path
 
+import torch
+
 from flowcaps import checkpoint
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
-from trainloop import lock
+from trainloop import ddp, lock
 from trainloop.errors import LoopError
 from trainloop.rendezvous import Rendezvous
 
@@ -31,20 +35,29 @@ LAUNCH_CONFIG = "launch_config.json"  # the per-rank config the ranks read, in t
 # folder, named to the ranks by ERROR_ENV, instead of to the terminal: the parent prints it once,
 # and drops what follows it (the other ranks' broken collectives, torchrun's failure report).
 RANK_ERROR, ERROR_ENV = "rank_error.txt", "FLOWCAPS_RANK_ERROR"
+# torchrun's and the ranks' standard error, whole, in the run folder (one file per node over
+# several nodes); kept where torchrun failed, removed once it ends well.
+TORCHRUN_LOG = "torchrun.log"
+# Where the terminal's copy of that output stops: a traceback (a rank's, prefixed "[rankN]: ",
+# or torchrun's own) or an error record of torchrun's logger ("E1208 00:08:37.456000 ...").
+FAILURE_START = re.compile(rb"(?m)^(\[rank\d+\]: )?Traceback \(most recent call last\)|^E\d{4} ")
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 
 
-def ranks_for(cfg: TrainConfig, device_type: str, rdzv: Rendezvous = Rendezvous()) -> int:
-    """How many processes to start on this node: 1 inside torchrun already, on one node's GPU,
-    or when asked; over several nodes, one per GPU of a GPU node."""
+def ranks_for(cfg: TrainConfig, device: str | torch.device,
+              rdzv: Rendezvous = Rendezvous()) -> int:
+    """How many processes to start on this node: 1 inside torchrun already; on CUDA one per
+    visible GPU (CUDA_VISIBLE_DEVICES, a Slurm job's GPUs), or 1 where the device names one
+    (`cuda:1`); on a CPU `cpu_ranks`. Never more than the global batch has pairs."""
     if "WORLD_SIZE" in os.environ:
         return 1
-    if device_type != "cpu":
-        import torch
-        return max(1, torch.cuda.device_count()) if rdzv.multi_node else 1
-    if cfg.cpu_ranks == 1:
+    device = torch.device(device)
+    if device.type == "cuda":
+        wanted = 1 if device.index is not None else torch.cuda.device_count()
+    elif cfg.cpu_ranks == 1:
         return 1
-    wanted = cfg.cpu_ranks or (os.cpu_count() or 1)
+    else:
+        wanted = cfg.cpu_ranks or (os.cpu_count() or 1)
     return max(1, min(wanted, cfg.loop.batch_size))
 
 
@@ -86,15 +99,16 @@ def _launch(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
     tmp = spec.with_name(f"{spec.name}.{node}.tmp")
     tmp.write_text(per_rank_config(cfg, ranks * rdzv.nnodes).to_json())
     tmp.replace(spec)
+    log = out / (TORCHRUN_LOG if not rdzv.multi_node else f"torchrun.{node}.log")
     try:
-        return _run_torchrun(cfg, data, ranks, progress, rdzv, spec)
+        return _run_torchrun(cfg, data, ranks, progress, rdzv, spec, log)
     finally:
         if rdzv.multi_node:
             spec.unlink(missing_ok=True)
 
 
 def _run_torchrun(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool,
-                  rdzv: Rendezvous, spec: Path) -> Path:
+                  rdzv: Rendezvous, spec: Path, log: Path) -> Path:
     out = Path(cfg.loop.out)
     cmd = [sys.executable, "-m", "torch.distributed.run", *rdzv.torchrun_args(ranks),
            "-m", "flowcaps.cli", "train", str(data),
@@ -111,42 +125,49 @@ def _run_torchrun(cfg: TrainConfig, data: str | Path, ranks: int, progress: bool
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True,
                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-    relay = threading.Thread(target=_relay, args=(proc.stderr, error_file), daemon=True)
+    relay = threading.Thread(target=_relay, args=(proc.stderr, error_file, log), daemon=True)
     relay.start()
     interrupts = 0
-    main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
+    # SIGTERM raises as Ctrl-C does, unless the process handles it already (flowbench's own
+    # stop, a submitit job's, which asks through ddp.request_stop below)
+    own_term = (threading.current_thread() is threading.main_thread()  # signal's rule
+                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if own_term else None
     try:
-        while True:
-            try:
-                code = proc.wait()
-                break
-            except KeyboardInterrupt:
-                interrupts += 1
-                if interrupts == 1:
-                    _signal_ranks(proc, signal.SIGINT)
-                else:  # a second Ctrl-C: stop now, the last periodic checkpoint kept
-                    _signal_ranks(proc, signal.SIGKILL)
-                    proc.kill()
+        with ddp.launching(lambda: _signal_ranks(proc, signal.SIGINT)):
+            while True:
+                try:
+                    code = proc.wait()
+                    break
+                except KeyboardInterrupt:
+                    interrupts += 1
+                    if interrupts == 1:
+                        _signal_ranks(proc, signal.SIGINT)
+                    else:  # a second Ctrl-C: stop now, the last periodic checkpoint kept
+                        _signal_ranks(proc, signal.SIGKILL)
+                        proc.kill()
     finally:
-        if main_thread:
+        if own_term:
             signal.signal(signal.SIGTERM, previous)
         relay.join(timeout=10)
-    if code != 0 and error_file.is_file():
+    if code == 0:
+        log.unlink(missing_ok=True)  # a run that ended well, finished or interrupted
+    elif error_file.is_file():
         message = error_file.read_text().strip()
         error_file.unlink(missing_ok=True)
         raise FlowcapsError(message)
-    model = out / "model.pt"
+    model, ckpt = out / "model.pt", out / "checkpoint.pt"
     # A Ctrl-C after the last step leaves a finished run; ranks stopped by a SIGINT of their own
     # (not through this process) also exit 0, unfinished.
     finished = code == 0 and model.exists() and model.stat().st_mtime >= started
     if not finished and (interrupts or code == 0):
-        ckpt = out / "checkpoint.pt"
         raise TrainingInterrupted(ckpt, _saved_step(ckpt))
     if code != 0:
+        output = log.read_text(errors="replace") if log.is_file() else ""
         where = f" on each of {rdzv.nnodes} nodes" if rdzv.multi_node else ""
-        raise FlowcapsError(f"training with {ranks} process(es){where} (torchrun) failed with "
-                            f"exit status {code}; its error is printed above")
+        line = rdzv.lost_nodes(output, _saved_step(ckpt)) or (
+            f"training with {ranks} process(es){where} (torchrun) failed with exit status {code}")
+        raise FlowcapsError(f"{line}; the output of torchrun and its ranks is in {log}")
     return model
 
 
@@ -179,19 +200,29 @@ def report_to_parent(message: str) -> bool:
     return True
 
 
-def _relay(stream, error_file: Path) -> None:
-    """The ranks' and torchrun's standard error (the progress bar, warnings) to ours, as it
-    comes, until a rank has reported an error: what follows it is the failure's echo."""
+def _relay(stream, error_file: Path, log: Path) -> None:
+    """The ranks' and torchrun's standard error, as it comes: all of it to `log`; to ours (the
+    progress bar, warnings) until a rank has reported an error or a traceback begins, since
+    what follows is the failure's echo, which the launcher sums up in one line."""
     out = getattr(sys.stderr, "buffer", None)
-    for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
-        if error_file.exists():
-            continue  # read on, so no rank blocks on a full pipe
-        if out is not None:
-            out.write(chunk)
-            out.flush()
-        else:
-            sys.stderr.write(chunk.decode(errors="replace"))
-            sys.stderr.flush()
+    echo, tail = True, b""
+    with open(log, "wb") as kept:
+        for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+            kept.write(chunk)
+            kept.flush()
+            # a marker cut in two by the pipe is found in the last chunk's tail and this one
+            found = FAILURE_START.search(tail + chunk)
+            shown = chunk if found is None else chunk[:max(0, found.start() - len(tail))]
+            tail = chunk[-64:]
+            if not echo or error_file.exists():
+                continue  # read on, so no rank blocks on a full pipe
+            echo = found is None
+            if out is not None:
+                out.write(shown)
+                out.flush()
+            else:
+                sys.stderr.write(shown.decode(errors="replace"))
+                sys.stderr.flush()
     stream.close()
 
 
@@ -199,16 +230,22 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM stops the ranks as Ctrl-C does, checkpoint saved
 
 
-def _signal_ranks(proc: subprocess.Popen, sig: int) -> None:
-    """`sig` to torchrun's children (the ranks), found in /proc; to torchrun where there is none."""
-    ranks = []
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, found in /proc."""
+    found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == proc.pid:
-                ranks.append(int(stat.parent.name))
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
         except (OSError, ValueError, IndexError):
             continue  # a process that ended while being read
+    return found
+
+
+def _signal_ranks(proc: subprocess.Popen, sig: int) -> None:
+    """`sig` to torchrun's children (the ranks); to torchrun where there is none."""
+    ranks = children(proc.pid)
     for pid in ranks:
         try:
             os.kill(pid, sig)

@@ -10,11 +10,14 @@ paper's loss is the first three terms.
 - L_render: || I'(u + Phi(u)) - I(u) ||^2 (sum over RGB), averaged over a Gaussian pyramid of
   sigmas: flat-coloured shapes only give a photometric gradient in a ~1 px edge band, blurring
   widens that basin. sigma 0 alone is the paper's loss.
-- L_smooth: squared finite differences of Phi to the +1 px neighbours in x and y (pixels^2).
-- L_center: each mask sits at its canonical origin, averaged over capsules, in one of two forms
-  (TrainConfig.center_form): the mask-weighted squared distance E_u[Lambda_k |v|^2] with
-  v = P_k^-1 u ("spread", the paper's), or the same in image units E_u[Lambda_k |u - t_k|^2]
-  ("spread_image").
+- L_smooth: squared finite differences of Phi in x and y (TrainConfig.smooth_form): in the
+  [-1, 1] frame ("frame", the paper's; between adjacent pixels on the full grid), or in pixels
+  to the +1 px neighbours of sampled points ("pixels").
+- L_center: each mask sits at its canonical origin (TrainConfig.center_form): the squared norm
+  of its centre of mass in its canonical frame, |E_u[Lambda_k v] / E_u[Lambda_k]|^2 with
+  v = P_k^-1 u, summed over capsules ("centroid", the paper's); or, averaged over capsules, the
+  mask-weighted squared distance E_u[Lambda_k |v|^2] ("spread") or the same in image units
+  E_u[Lambda_k |u - t_k|^2] ("spread_image").
 - L_appearance (ours): the visible layers, each filled with its mean colour, rebuild the frame
   (`appearance_loss`).
 - L_slow (ours): E_u |Phi(u)|^2 in pixels^2, the slowest of the flows the other terms cannot
@@ -103,7 +106,9 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
     pose_next = caps_next[1]
     _, _, h, w = pyr_src[0].shape
     u = geometry.index_to_coords(idx, h, w)  # (B, P, 2)
-    n_s = min(cfg.smooth_points, u.shape[1]) if cfg.w_smooth > 0 else 0
+    # The paper's L_smooth over the full grid: differences between its adjacent pixels.
+    on_grid = cfg.smooth_form == "frame" and not 0 < cfg.points < h * w
+    n_s = min(cfg.smooth_points, u.shape[1]) if cfg.w_smooth > 0 and not on_grid else 0
     if n_s:
         # +1 px neighbours of the first n_s points, evaluated in the same decoder call.
         step = torch.tensor([2.0 / w, 2.0 / h], device=u.device)
@@ -128,10 +133,15 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
         appearance = phi.new_zeros(())
     slow = slow_loss(phi, weight, (h, w)) if cfg.w_slow > 0 else phi.new_zeros(())
 
-    if n_s:
-        f0 = geometry.frame_to_pixels(phi[:, :n_s], h, w)  # (B, Ps, 2)
-        fx = geometry.frame_to_pixels(phi_all[:, p:p + n_s], h, w)  # (B, Ps, 2)
-        fy = geometry.frame_to_pixels(phi_all[:, p + n_s:], h, w)  # (B, Ps, 2)
+    if on_grid and cfg.w_smooth > 0:
+        smooth = grid_smooth_loss(phi.reshape(-1, h, w, 2))
+    elif n_s:
+        # "pixels": the flow in pixels, so the weight acts (W/2)^2 times as strongly
+        to_px = ((lambda f: geometry.frame_to_pixels(f, h, w)) if cfg.smooth_form == "pixels"
+                 else (lambda f: f))
+        f0 = to_px(phi[:, :n_s])  # (B, Ps, 2)
+        fx = to_px(phi_all[:, p:p + n_s])  # (B, Ps, 2)
+        fy = to_px(phi_all[:, p + n_s:])  # (B, Ps, 2)
         diff = ((fx - f0) ** 2).sum(-1) + ((fy - f0) ** 2).sum(-1)  # (B, Ps)
         smooth = (diff * weight[:, :n_s]).mean()
     else:
@@ -144,6 +154,14 @@ def direction_loss(model: FlowCapsules, caps: tuple, caps_next: tuple,
              + cfg.w_appearance * appearance + cfg.w_slow * slow)
     return LossTerms(total=total, render=render, smooth=smooth, center=center,
                      appearance=appearance, slow=slow)
+
+
+def grid_smooth_loss(phi: torch.Tensor) -> torch.Tensor:
+    """The paper's L_smooth: |Phi(u + e) - Phi(u)|^2 in the [-1, 1] frame, averaged over the
+    pairs of adjacent pixels along x, plus the same along y. phi (B, H, W, 2) on the grid."""
+    dx = ((phi[:, :, 1:] - phi[:, :, :-1]) ** 2).sum(-1)  # (B, H, W-1)
+    dy = ((phi[:, 1:] - phi[:, :-1]) ** 2).sum(-1)  # (B, H-1, W)
+    return dx.mean() + dy.mean()
 
 
 def render_loss(pyr_src: list[torch.Tensor], pyr_dst: list[torch.Tensor], idx: torch.Tensor,
@@ -196,7 +214,14 @@ def appearance_loss(vis: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
 
 
 def center_loss(masks: torch.Tensor, v: torch.Tensor, scale: torch.Tensor, form: str) -> torch.Tensor:
-    """masks (B, K, P), v (B, K, P, 2), scale (B, K) -> scalar, averaged over B and K."""
+    """masks (B, K, P), v (B, K, P, 2), scale (B, K) -> scalar, averaged over B.
+
+    "centroid" (the paper's): sum_k |sum_u Lambda_k v / sum_u Lambda_k|^2, the centre of mass of
+    each mask in its canonical frame pulled to the origin; the spreads average over K."""
+    if form == "centroid":
+        mass = masks.sum(2).clamp_min(1e-6)  # (B, K); an empty mask has no centre to pull
+        centre = (masks[..., None] * v).sum(2) / mass[..., None]  # (B, K, 2)
+        return (centre ** 2).sum(-1).sum(1).mean()
     d2 = (v ** 2).sum(-1)  # (B, K, P) = |v|^2
     if form == "spread_image":
         d2 = d2 * scale[..., None] ** 2  # (B, K, P) = |u - t|^2

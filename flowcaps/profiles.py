@@ -18,12 +18,13 @@ from flowcaps.errors import FlowcapsError
 
 
 def paper(out: str = "runs/flowcaps-paper") -> TrainConfig:
-    """The paper's settings: a GPU run of 150 epochs over 100k pairs."""
+    """The paper's settings and equations (docs/deviations.md, "The paper profile"): a GPU run
+    of 150 epochs over 100k pairs, every loss over the full grid."""
     return TrainConfig().replace(loop={"out": out})
 
 
 def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
-    """CPU profile: Geo 64 px, 512k training pairs (about half an hour on a 2-core CPU)."""
+    """CPU profile: Geo 64 px, 512k training pairs (about 45 minutes alone on a 2-core CPU)."""
     model = dict(
         translation_head="softargmax",  # heat-map detection: "Translation from a heat map"
         coord_channels=False,  # with them capsules owned regions: "Translation from a heat map"
@@ -32,7 +33,7 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
         layering="over",  # "Front-to-back compositing"
         background="static",  # "Static background and a depth floor"
         depth_init=10.0, depth_min=8.0,
-        dec_hidden=32,  # "Decoder width"
+        dec_hidden=32, dec_depth=3,  # "Decoder width and depth"
         scale_min=0.1,  # "Scale floor": the smallest Geo shape
     )
     return paper(out).replace(
@@ -41,8 +42,8 @@ def quick(out: str = "runs/flowcaps-quick") -> TrainConfig:
         # float32 (bf16 is an opt-in, "bf16 autocast").
         loop={"rows": 512_000, "batch_size": 32}, lr=3e-3, lr_schedule="cosine",
         warmup_steps=100, compile=True, cpu_ranks=2,
-        # "Sampled pixels": fewer points, drawn towards edges.
-        points=256, smooth_points=32, edge_sampling=0.8,
+        # "Sampled pixels": fewer points, drawn towards edges; L_smooth in pixels ("Smoothness units").
+        points=256, smooth_points=32, edge_sampling=0.8, smooth_form="pixels",
         blur_sigmas=(0.0, 1.5, 3.0),  # "Blurred render levels"
         both_directions=True,  # "Both directions": twice the signal per encoder pass
         w_center=0.1, center_form="spread_image", center_warmup=0.3,  # "The centre term"

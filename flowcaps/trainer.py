@@ -262,7 +262,7 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
     config.validate()
     with trainloop.errors_as(FlowcapsError):
         rendezvous.validate()
-    ranks = launch.ranks_for(config, resolve_device(config.loop.device).type, rendezvous)
+    ranks = launch.ranks_for(config, resolve_device(config.loop.device), rendezvous)
     world = ranks * rendezvous.nnodes
     if world > config.loop.batch_size:
         raise FlowcapsError(f"batch_size {config.loop.batch_size} is the global batch: it needs at "

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from baselines.gwm.config import PROFILES as GWM_PROFILES
 from baselines.motiongrouping.config import PROFILES as MG_PROFILES
 from baselines.psd.config import FAITHFUL, PROFILES as PSD_PROFILES
 from baselines.psd.starts import start_loop
@@ -30,6 +31,8 @@ def _steps(method: str, name: str) -> int:
         return RNEM_PROFILES[name].loop.steps
     if method == "motiongrouping":
         return MG_PROFILES[name].loop.steps
+    if method == "gwm":
+        return GWM_PROFILES[name].loop.steps
     return _scae(method, name).loop.steps
 
 
@@ -48,6 +51,8 @@ def _loops():
                 yield f"{kind} {name} {dataset}", cfg.loop.max_minutes, cfg.loop
     for name, cfg in MG_PROFILES.items():
         yield f"motiongrouping {name}", cfg.loop.max_minutes, cfg.loop
+    for name, cfg in GWM_PROFILES.items():
+        yield f"gwm {name}", cfg.loop.max_minutes, cfg.loop
 
 
 LOOPS = list(_loops())
@@ -69,7 +74,8 @@ def test_r_nem_keeps_its_early_stopping_under_the_step_budget():
         assert loop.steps == cfg.loop.steps
 
 
-@pytest.mark.parametrize("method", ["psd", "rnem", "scae", "flowscae", "motiongrouping"])
+@pytest.mark.parametrize("method", ["psd", "rnem", "scae", "flowscae", "motiongrouping",
+                                    "gwm"])
 def test_each_budget_line_states_its_step_budget(method):
     """`flowbench list` prints these lines: each names its profile's steps, so a budget
     changed in a config and not in its line fails here."""

@@ -199,3 +199,20 @@ def test_a_preempted_job_saves_at_the_step_end_and_its_requeue_ends_as_an_unbrok
             for d in (job_dir, plain_dir))
     assert a and a.keys() == b.keys()
     assert all(torch.equal(a[i][k], b[i][k]) for i in a for k in a[i])
+
+
+def test_a_method_that_trains_on_one_gpu_refuses_a_job_of_several(tmp_path, monkeypatch,
+                                                                   register_toy):
+    """Before: the job was submitted and trained on one GPU, the others idle."""
+    monkeypatch.chdir(tmp_path)
+    toy = register_toy()
+    res = CliRunner().invoke(main, ["run", toy.name, "--profile", "smoke", "--executor", "slurm",
+                                    "--gpus", "4"])
+    assert res.exit_code == 1 and res.output.strip() == (
+        f"Error: {toy.name} trains on one GPU: --gpus 4 would leave 3 idle; pass --gpus 1 (only "
+        f"methods that train one rank per GPU, such as flowcaps, take more)")
+    assert list(tmp_path.iterdir()) == []  # no data made, nothing submitted
+    # FlowCapsules trains one rank per GPU: its job of 4 GPUs goes on to the submission.
+    res = CliRunner().invoke(main, ["run", "flowcaps", "--profile", "smoke", "--executor",
+                                    "slurm", "--gpus", "4"])
+    assert "trains on one GPU" not in res.output and "--executor slurm" in res.output

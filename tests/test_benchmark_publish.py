@@ -19,7 +19,12 @@ def test_every_committed_checkpoint_and_record_point_at_each_other(in_repo):
     assert recs
     for path in recs:
         rec = records.read_record(path)
-        if rec["checkpoint_sha256"] is None:
+        if rec["checkpoint"] is None:  # a method that trains nothing has none (runner)
+            from benchmark.registry import get_method
+            assert get_method(rec["method"]).train is None
+            assert rec["checkpoint_note"] == f"{rec['method']} trains nothing: no checkpoint"
+            assert rec["checkpoint_sha256"] is None
+        elif rec["checkpoint_sha256"] is None:
             assert rec["checkpoint_note"].startswith("not in the repository")
             assert not rec["checkpoint"].startswith("checkpoints/")
         else:
@@ -175,6 +180,52 @@ def test_show_refuses_a_checkpoint_that_is_not_the_one_its_record_names(toy_run,
     Path(rec["checkpoint"]).write_text('{"size": 32, "retrained": true}')
     res = CliRunner().invoke(main, ["show", str(path), "-o", str(tmp_path / "f.png")])
     assert res.exit_code == 1 and "is not the checkpoint it names (sha256 differs)" in res.output
+
+
+@pytest.fixture
+def flowcaps_record(in_repo, tmp_path, monkeypatch):
+    """put(CHECKPOINT): a copy of the committed geo flowcaps quick record in a fresh folder (the
+    working directory) naming a run's copy of the committed CHECKPOINT, with its sha256."""
+    rec = json.loads(Path("results/records/geo/flowcaps/quick/seed0.json").read_text())
+    monkeypatch.chdir(tmp_path)
+
+    def put(checkpoint: str) -> Path:
+        run_ckpt = Path("runs/x/model.pt")
+        run_ckpt.parent.mkdir(parents=True, exist_ok=True)
+        run_ckpt.write_bytes((in_repo / checkpoint).read_bytes())
+        path = records.COMMITTED / "geo" / "flowcaps" / "quick" / "seed0.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**rec, "checkpoint": run_ckpt.as_posix(),
+                                    "checkpoint_sha256": records.file_sha256(run_ckpt)}))
+        return path
+    return put
+
+
+def _refused_publish(path: Path, says: str) -> None:
+    before = {p: p.read_bytes() for p in Path(".").rglob("*") if p.is_file()}
+    res = CliRunner().invoke(main, ["publish", str(path), "--as", "checkpoints/mine.pt"])
+    assert res.exit_code == 1, res.output
+    assert res.output.count("\n") == 1 and "Traceback" not in res.output
+    assert says in res.output, res.output
+    assert {p: p.read_bytes() for p in Path(".").rglob("*") if p.is_file()} == before
+    assert not Path("checkpoints").exists()
+
+
+def test_publish_refuses_a_checkpoint_of_another_method(flowcaps_record):
+    # a PSD checkpoint named by a flowcaps record (its sha256 matching) went in as flowcaps's
+    path = flowcaps_record("checkpoints/psd_geo_quick.pt")
+    _refused_publish(path, f"{path} is a flowcaps record but its checkpoint runs/x/model.pt is a "
+                           f"psd checkpoint; nothing was published")
+
+
+def test_publish_refuses_a_checkpoint_trained_on_another_dataset(flowcaps_record):
+    path = flowcaps_record("checkpoints/flowcaps_articulated_quick.pt")
+    _refused_publish(path, f"{path} is a geo record but its checkpoint runs/x/model.pt was "
+                           f"trained on articulated data; nothing was published")
+    # the same record naming a checkpoint of its own method and data is published
+    path = flowcaps_record("checkpoints/flowcaps_geo_quick.pt")
+    assert publish(path, Path("checkpoints/mine.pt"))["copied"]
+    assert records.read_record(path)["checkpoint"] == "checkpoints/mine.pt"
 
 
 def test_a_publish_that_fails_while_staging_changes_nothing(toy_run, monkeypatch):

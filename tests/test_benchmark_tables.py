@@ -49,7 +49,7 @@ def _rec(method="flowcaps", dataset="geo", profile="quick", seed=0, all_iou=0.9,
 def _cell(table, labels, column):
     col = table.columns.index(column)
     for row_labels, cells in table.rows:
-        if row_labels == labels:
+        if row_labels[:len(labels)] == labels:  # Table 3's rows also say how they were scored
             return cells[col]
     raise KeyError(labels)
 
@@ -62,7 +62,7 @@ def test_table1_mean_std_paper_and_missing_cells():
     recs = [_rec(seed=0, all_iou=0.90), _rec(seed=1, all_iou=0.92)]
     t = _t1(recs)
     c = _cell(t, ["Geo", "all"], "FlowCapsules")
-    assert c.ours() == "0.910 ± 0.014 (quick, 2 seeds)"
+    assert c.ours() == "0.910 ± 0.014 / 0.930 ± 0.014 (quick, 2 seeds)"  # fixed / per image
     assert c.theirs() == "0.95"  # the paper's Geo "all", Table 1
     assert c.per_image == pytest.approx((0.92, 0.94))
     # Visible-only methods: no ceiling known yet (no record has one), and the paper's cells
@@ -79,7 +79,7 @@ def test_table1_mean_std_paper_and_missing_cells():
     v = tables.table1_visible(recs, load_methods())
     assert _cell(v, ["Geo", "all"], "PSD‡").theirs() == "0.88"  # visible masks, sees flow
     assert _cell(v, ["Geo+", "all"], "PSD‡").theirs() == "n/r"  # the paper has no number
-    assert _cell(v, ["Exercise", "left leg"], "R-NEM¶").theirs() == "0.29"
+    assert _cell(v, ["Exercise", "left leg"], "R-NEM").theirs() == "0.29"
     assert _cell(v, ["Geo", "all"], "FlowCapsules").theirs() == ""  # its paper cell is 1a's
 
 
@@ -95,8 +95,9 @@ def test_visible_only_methods_show_the_ceiling_in_1a_and_their_visible_iou_in_1b
     assert _cell(a, ["Geo+", "all"], "PSD†‡").ours() == "ceiling: -"  # no Geo+ record
     v = tables.table1_visible(recs, load_methods())
     psd = _cell(v, ["Geo", "all"], "PSD‡")
-    assert psd.ours() == "0.360 ± 0.014 (quick, 2 seeds)" and psd.theirs() == "0.88"
-    assert _cell(v, ["Geo", "circle"], "FlowCapsules").ours() == "0.800 (quick)"
+    assert psd.ours() == "0.360 ± 0.014 / 0.370 ± 0.014 (quick, 2 seeds)"
+    assert psd.theirs() == "0.88"
+    assert _cell(v, ["Geo", "circle"], "FlowCapsules").ours() == "0.800 / 0.810 (quick)"
     rows = list(csv.DictReader(io.StringIO(render.render_csv([a, v]))))
     [ceil] = [r for r in rows if r["table"] == "Table 1a" and r["row"] == "Geo / circle"
               and r["column"] == "PSD†‡"]
@@ -107,20 +108,35 @@ def test_visible_only_methods_show_the_ceiling_in_1a_and_their_visible_iou_in_1b
     assert float(vis["ours_per_image_mean"]) == pytest.approx(0.37)
 
 
-def test_interchangeable_groups_show_their_per_image_visible_iou_in_1b(register_toy):
-    # R-NEM's groups stand for no kind of part: its 1b cells are the per-image assignment's
-    # (the records' visible_iou_per_image, here visible + 0.01); other methods keep the fixed.
-    toy = register_toy(name="toy-groups", title="Toy Groups", amodal=False,
-                       interchangeable_groups=True, tables=(1,))
-    recs = [_rec(method="rnem", visible=0.20), _rec(method=toy.name, visible=0.30),
-            _rec(method="psd", visible=0.35)]
-    v = tables.table1_visible(recs, load_methods())
-    assert _cell(v, ["Geo", "all"], "R-NEM¶").ours() == "0.210 (quick)"
-    assert _cell(v, ["Geo", "all"], "Toy Groups¶").ours() == "0.310 (quick)"
-    assert _cell(v, ["Geo", "all"], "PSD‡").ours() == "0.350 (quick)"
-    assert any(n.startswith("¶ R-NEM, Toy Groups: interchangeable groups") for n in v.notes)
-    with pytest.raises(ValueError, match="interchangeable_groups must be a bool"):
-        register_toy(name="toy-bad", interchangeable_groups="yes")
+def test_every_method_shows_both_assignments_in_table1_with_no_per_method_switch():
+    """R-NEM (whose groups stand for no kind of part) and every other method: each Table 1 cell
+    is the fixed assignment's number, then the per-image one's (here visible + 0.01, amodal +
+    0.02); a record without the per-image number shows - on that side, with a note."""
+    recs = [_rec(method="rnem", visible=0.20), _rec(method="psd", visible=0.35),
+            _rec(method="kmeans-flow", visible=0.90), _rec(all_iou=0.90, visible=0.80)]
+    lacking = _rec(method="motiongrouping", visible=0.30)
+    del lacking["metrics"]["visible_iou_per_image"]
+    v = tables.table1_visible(recs + [lacking], load_methods())
+    assert _cell(v, ["Geo", "all"], "R-NEM").ours() == "0.200 / 0.210 (quick)"
+    assert _cell(v, ["Geo", "all"], "PSD‡").ours() == "0.350 / 0.360 (quick)"
+    assert _cell(v, ["Geo", "all"], "FlowCapsules").ours() == "0.800 / 0.810 (quick)"
+    calib = "k-means on the exact flow (calibration)‡"
+    assert _cell(v, ["Geo", "all"], calib).ours() == "0.900 / 0.910 (quick)"
+    assert _cell(v, ["Geo", "all"], "Motion Grouping‡").ours() == "0.300 / - (quick)"
+    assert ("Motion Grouping‡: some records lack the per-image assignment's number, so the "
+            "per-image side of those cells is -.") in v.notes
+    a = _t1(recs)
+    assert _cell(a, ["Geo", "all"], "FlowCapsules").ours() == "0.900 / 0.920 (quick)"
+    assert not any("per-image side" in n for n in a.notes)  # every record has both
+    md = render.render_markdown([a, v])
+    for col in ("R-NEM", "FlowCapsules", "Motion Grouping‡", calib):
+        assert f"| {col} (ours: fixed / per image) | {col} (paper) |" in md
+    assert "¶" not in md and not hasattr(load_methods()["rnem"], "interchangeable_groups")
+    tex = render.render_latex([v])
+    assert "0.200 / 0.210 (quick)" in tex and "fixed / per image" in tex
+    rows = list(csv.DictReader(io.StringIO(render.render_csv([v]))))
+    [rnem] = [r for r in rows if r["row"] == "Geo / all" and r["column"] == "R-NEM"]
+    assert (float(rnem["ours_mean"]), float(rnem["ours_per_image_mean"])) == (0.2, 0.21)
 
 
 def test_a_registered_method_shows_up_everywhere_with_no_other_edit(register_toy, tmp_path):
@@ -143,8 +159,10 @@ def test_a_registered_method_shows_up_everywhere_with_no_other_edit(register_toy
     records.write_record(tmp_path, rec)
     out = CliRunner().invoke(main, ["table", "--results", str(tmp_path)])
     assert out.exit_code == 0, out.output
-    assert "| Toy Baseline†‡ (ours) | Toy Baseline†‡ (paper) |" in out.output  # Table 1a column
-    assert "| Toy Baseline‡ (ours) | Toy Baseline‡ (paper) |" in out.output  # Table 1b column
+    assert ("| Toy Baseline†‡ (ours: fixed / per image) | Toy Baseline†‡ (paper) |"
+            in out.output)  # Table 1a column
+    assert ("| Toy Baseline‡ (ours: fixed / per image) | Toy Baseline‡ (paper) |"
+            in out.output)  # Table 1b column
     # 1a: its cells are the ceiling (its own amodal 0.600 is never shown); 1b: its visible IoU.
     assert ("| Geo | all | ceiling 0.832 |  | ceiling 0.832 |  | - | 0.95 | - |  | "
             "ceiling 0.832 |  |") in out.output
@@ -152,7 +170,8 @@ def test_a_registered_method_shows_up_everywhere_with_no_other_edit(register_toy
     # registered methods' columns, without records, between them)
     row = next(line for line in out.output.splitlines()
                if line.startswith("| Geo | all | - | 0.56 | - | 0.88 | - |  | - |  |"))
-    assert row.endswith("| 0.550 (quick, local) |  |")
+    assert row.endswith("| 0.550 / - (quick, local) |  |")  # its record has no per-image IoU
+    assert "Toy Baseline‡: some records lack the per-image assignment's number" in out.output
     assert "0.600" not in out.output
     assert "| Toy Baseline | 0.400 (quick, local) |  | 0.500 (quick, local) |" in out.output  # Table 2 row
     # one note per mark, naming every method it applies to
@@ -189,7 +208,7 @@ def test_best_profile_wins_and_ablation_runs_stay_out_of_table1():
 
 def test_local_runs_are_named():
     mine = _t1([_rec(local=True, profile="long")])
-    assert _cell(mine, ["Geo", "all"], "FlowCapsules").ours() == "0.900 (long, local)"
+    assert _cell(mine, ["Geo", "all"], "FlowCapsules").ours() == "0.900 / 0.920 (long, local)"
     rows = list(csv.DictReader(io.StringIO(render.render_csv([mine]))))
     [row] = [r for r in rows if r["row"] == "Geo / all" and r["column"] == "FlowCapsules"]
     assert row["note"] == "local" and row["records"].endswith("long/seed0.json")
@@ -229,6 +248,36 @@ def test_table3_a_record_fills_a_row_only_on_its_exact_configuration():
     assert t.missing == {"flowbench ablate --dataset geo", "flowbench ablate --dataset geo+"}
 
 
+def test_table3_prints_a_collapsed_run_as_collapsed_with_the_reason_never_0():
+    dead = {"decoder_depth": 6, "depth_ordering": False}
+    recs = [_rec(all_iou=0.0, axes=(8, 27, 6, False), variant=dead),
+            _rec(all_iou=0.0, axes=(8, 27, 2, True), variant={"decoder_depth": 2}),
+            _rec(all_iou=0.8, axes=(8, 27, 2, True), variant={"decoder_depth": 2}, seed=1),
+            _rec(all_iou=0.6, axes=(8, 27, 2, True), variant={"decoder_depth": 2}, seed=2)]
+    t = tables.table3(recs)
+    off = _cell(t, ["depth ordering off, 6-layer decoder"], "Geo")
+    assert off.values == () and off.ours() == "collapsed (quick)"
+    two = _cell(t, ["depth ordering on, 2-layer decoder"], "Geo")
+    assert two.values == (0.8, 0.6)  # the collapsed seed is counted, not averaged in
+    assert two.ours() == "0.700 ± 0.141 (quick, 2 seeds; 1 collapsed)"
+    assert any(n.startswith("collapsed: every amodal IoU of the run is 0.001 or less") for n in t.notes)
+    md = render.render_markdown([t])
+    assert "| collapsed (quick) |" in md and "0.000" not in md
+    # a low score that is not a collapse stays a number, and no note is added
+    low = tables.table3([_rec(all_iou=0.02, axes=(8, 27, 6, False), variant=dead)])
+    assert _cell(low, ["depth ordering off, 6-layer decoder"], "Geo").ours() == "0.020 (quick)"
+    assert not any("collapsed" in n for n in low.notes)
+
+
+def test_table3_rows_state_how_their_masks_were_scored():
+    t = tables.table3([])
+    scored = {labels[0]: labels[1] for labels, _ in t.rows}
+    assert t.row_header == ["ablation", "masks scored"]
+    assert scored["depth ordering off, 6-layer decoder"] == spec.SCORED_UNORDERED
+    assert all(v == spec.SCORED_ORDERED for k, v in scored.items() if "off" not in k)
+    assert "softmax over k of Lambda_k (normalised) > 0.5" in spec.SCORED_UNORDERED
+
+
 def test_the_ablation_grid_is_the_table3_rows_and_fills_every_one():
     method = load_methods()["flowcaps"]
     for ds in spec.DATASETS:
@@ -255,7 +304,8 @@ def test_renderers_markdown_latex_csv():
     md = render.render_markdown(built)
     assert md.count("**Table") == 4
     assert "| Geo | all | ceiling: - |  | ceiling: - |  | 0.850 ± 0.071" in md
-    assert "| K=8, \\|s\\|=3 | - |" in md  # a bare | would split the markdown cell
+    # a bare | would split the markdown cell
+    assert f"| K=8, \\|s\\|=3 | {spec.SCORED_ORDERED} | - |" in md
     assert "| Exercise | all | not public | 0.28 |" in md
     assert "?" not in md.replace("?|", "")  # every paper number is transcribed
     tex = render.render_latex(built)
@@ -347,13 +397,15 @@ def test_a_local_run_beside_committed_ones_gets_its_own_row_in_every_format():
     deeper = _rec(all_iou=0.7, axes=(8, 27, 6, True), variant={"decoder_depth": 6}, local=True)
     built = tables.build_tables(committed + [mine, deeper], profile="quick")
     t1 = built[0]
-    assert _cell(t1, ["Geo", "all"], "FlowCapsules").ours() == "0.920 ± 0.010 (quick, 3 seeds)"
+    assert (_cell(t1, ["Geo", "all"], "FlowCapsules").ours()
+            == "0.920 ± 0.010 / 0.940 ± 0.010 (quick, 3 seeds)")
     local = _cell(t1, ["Geo (local)", "all"], "FlowCapsules")
-    assert local.ours() == "0.874 (quick, local)" and local.theirs() == ""
+    assert local.ours() == "0.874 / 0.894 (quick, local)" and local.theirs() == ""
     labels = [r[0] for r in t1.rows]
     assert labels.index(["Geo (local)", "all"]) == labels.index(["Geo", "all"]) + 1
     assert ["Geo+ (local)", "all"] not in labels  # only where a local run is
-    assert _cell(built[1], ["Geo (local)", "all"], "FlowCapsules").ours() == "0.800 (quick, local)"
+    assert (_cell(built[1], ["Geo (local)", "all"], "FlowCapsules").ours()
+            == "0.800 / 0.810 (quick, local)")
     assert _cell(built[2], ["FlowCapsules, k-means on raw capsule vectors (local)"],
                  "Geo N=4").values == (0.8,)
     # a visible-only method's column: the ceiling stays in the committed row
@@ -362,11 +414,11 @@ def test_a_local_run_beside_committed_ones_gets_its_own_row_in_every_format():
     assert [_cell(built[3], row, ds).ours() for ds in ("Geo", "Geo+")] == ["0.700 (quick, local)",
                                                                           "n/a"]
     md = render.render_markdown(built)
-    assert "| Geo | all | ceiling 0.832 |  | ceiling 0.832 |  | 0.920 ± 0.010 (quick, 3 seeds) | " \
-           "0.95 |" in md
-    assert "| Geo (local) | all | - |  | - |  | 0.874 (quick, local) |  |" in md
+    assert "| Geo | all | ceiling 0.832 |  | ceiling 0.832 |  | 0.920 ± 0.010 / 0.940 ± 0.010 " \
+           "(quick, 3 seeds) | 0.95 |" in md
+    assert "| Geo (local) | all | - |  | - |  | 0.874 / 0.894 (quick, local) |  |" in md
     tex = render.render_latex(built)
-    assert "Geo (local) & all & - &  & - &  & 0.874 (quick, local) &  &" in tex
+    assert "Geo (local) & all & - &  & - &  & 0.874 / 0.894 (quick, local) &  &" in tex
     rows = list(csv.DictReader(io.StringIO(render.render_csv(built))))
     [ours] = [r for r in rows if r["table"] == "Table 1a" and r["row"] == "Geo / all"
               and r["column"] == "FlowCapsules"]
@@ -378,7 +430,7 @@ def test_a_local_run_beside_committed_ones_gets_its_own_row_in_every_format():
                                                                            "local", "")
     # local records alone (no committed tree read) fill the table's own rows, marked local
     alone = tables.build_tables([mine], profile="quick")[0]
-    assert _cell(alone, ["Geo", "all"], "FlowCapsules").ours() == "0.874 (quick, local)"
+    assert _cell(alone, ["Geo", "all"], "FlowCapsules").ours() == "0.874 / 0.894 (quick, local)"
     assert ["Geo (local)", "all"] not in [r[0] for r in alone.rows]
 
 
@@ -422,7 +474,8 @@ def test_articulated_rows_stand_in_for_exercise_below_the_papers_rows():
     labels = [row for row, _ in t.rows]
     assert labels.index(["Exercise", "all"]) < labels.index([title, "torso"])
     torso = _cell(t, [title, "torso"], "FlowCapsules")
-    assert torso.ours() == "0.750 ± 0.071 (quick, 2 seeds)" and torso.theirs() == ""
+    assert torso.ours() == "0.750 ± 0.071 / 0.750 ± 0.071 (quick, 2 seeds)"
+    assert torso.theirs() == ""
     assert _cell(t, [title, "left leg"], "FlowCapsules").values == (0.5, 0.5)
     assert _cell(t, ["Exercise", "all"], "FlowCapsules").theirs() == "0.58"   # still the paper's
     assert _cell(t, [title, "all"], "PSD†‡").ours() == "ceiling 0.800"
@@ -471,4 +524,4 @@ def test_the_committed_geo_plus_records_are_labelled_camouflage(monkeypatch):
     assert {record_look(r) for r in geo_plus} == {"camouflage"}
     t1 = tables.build_tables(records)[0]
     assert _cell(t1, ["Geo+", "all"], "FlowCapsules").ours() == "-"
-    assert _cell(t1, ["Geo+ (camouflage)", "all"], "FlowCapsules").ours() == "0.698 (long)"
+    assert _cell(t1, ["Geo+ (camouflage)", "all"], "FlowCapsules").ours().startswith("0.698 ")

@@ -13,6 +13,7 @@ import torch
 
 import trainloop
 from flowcaps import checkpoint
+from flowcaps.launch import children as _children
 from tests.test_flowcaps_train import tiny_config
 from tests.test_trainloop import Toy, _cfg, _data
 
@@ -105,17 +106,6 @@ def test_a_second_training_into_a_folder_in_use_is_refused(tiny_geo, tmp_path):
         pass  # free again: the refused runs held nothing
     res = CliRunner().invoke(main, ["train", str(tiny_geo), "--config", str(spec), "--quiet"])
     assert res.exit_code == 0, res.output
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
 
 
 def _alive(pid: int) -> bool:

@@ -112,7 +112,17 @@ def test_the_paper_profile_is_the_configs_defaults():
     assert (base.lr, base.loop.epochs, base.w_center, base.w_smooth) == (1e-4, 150, 1e-2, 1e-4)
     assert (base.model.num_capsules, base.model.capsule_dim) == (8, 32)
     assert (base.model.translation_head, base.model.background) == ("fc", "uniform")
-    assert (base.blur_sigmas, base.both_directions, base.center_form) == ((0.0,), False, "spread")
+    assert (base.blur_sigmas, base.both_directions, base.center_form) == ((0.0,), False, "centroid")
+    assert (base.model.dec_depth, base.points, base.smooth_form) == (6, 0, "frame")
+
+
+def test_a_saved_config_without_smooth_form_computes_smoothness_in_pixels_as_it_did():
+    raw = json.loads(TrainConfig().to_json())
+    del raw["smooth_form"]
+    assert TrainConfig.from_json(json.dumps(raw)).smooth_form == "pixels"
+    assert TrainConfig().smooth_form == "frame"  # the paper's, for configs built today
+    with pytest.raises(FlowcapsError, match="smooth_form must be one of .*got 'px'"):
+        TrainConfig().replace(smooth_form="px").validate()
 
 
 def test_geoplus_data_needs_geo_pairs_to_mix_in(tmp_path, monkeypatch):
@@ -171,7 +181,7 @@ def test_removed_switches_load_only_at_their_off_value():
     # a removed value of a kept switch is refused by validation
     with pytest.raises(FlowcapsError, match="translation_head"):
         TrainConfig.from_json(_saved({}, {"translation_head": "segment"})).validate()
-    for form in ("centroid", "variance_image"):
+    for form in ("variance_image",):  # "centroid" came back as the paper's form
         with pytest.raises(FlowcapsError, match=f"center_form must be one of .*got '{form}'"):
             TrainConfig.from_json(_saved({"center_form": form}, {})).validate()
 

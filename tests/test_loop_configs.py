@@ -11,6 +11,8 @@ import pytest
 import torch
 
 import trainloop
+from baselines.gwm import checkpoint as gwm_ckpt
+from baselines.gwm.config import TrainConfig as GwmConfig
 from baselines.motiongrouping import checkpoint as mg_ckpt
 from baselines.motiongrouping.config import TrainConfig as MgConfig
 from baselines.psd import checkpoint as psd_ckpt
@@ -26,9 +28,9 @@ from trainloop.loop import LoopConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"flowcaps": TrainConfig, "psd": PsdConfig, "rnem": RnemConfig, "scae": SCAEConfig,
-           "flowscae": SCAEConfig, "motiongrouping": MgConfig}
+           "flowscae": SCAEConfig, "motiongrouping": MgConfig, "gwm": GwmConfig}
 STORES = {"flowcaps": checkpoint, "psd": psd_ckpt, "rnem": rnem_ckpt, "scae": scae_ckpt,
-          "flowscae": scae_ckpt, "motiongrouping": mg_ckpt}
+          "flowscae": scae_ckpt, "motiongrouping": mg_ckpt, "gwm": gwm_ckpt}
 # What each method's older configs called a loop setting that the loop names otherwise.
 RENAMED = {"flowcaps": {"pairs": "rows"}, "rnem": {"max_steps": "steps"},
            "scae": {"max_steps": "steps"}, "flowscae": {"max_steps": "steps"}}

@@ -12,7 +12,7 @@ from benchmark.datasets import to_flow, to_images
 from benchmark.errors import BenchmarkError
 from benchmark.evaluate import evaluate
 from benchmark.profiles import PROFILES
-from benchmark.registry import TrainSpec, get_method, load_methods
+from benchmark.registry import TrainSpec, get_method, load_methods, untrained
 
 SIZE = 32  # tests/conftest.py's tiny_geo
 
@@ -24,9 +24,12 @@ def test_method_contract(name, tiny_geo, tmp_path):
     spec = TrainSpec(dataset="geo", profile="smoke", seed=3, data_root=tiny_geo,
                      run_dir=tmp_path / "run", image_size=SIZE, device="cpu")
     json.dumps(method.config(spec))  # the record stores it: it must be JSON-ready
-    checkpoint = method.train(spec)
-    assert checkpoint.is_file()
-    loaded = method.load(checkpoint)
+    if method.train is None:  # it trains nothing: its config is its model (registry.untrained)
+        loaded = untrained(method, spec)
+    else:
+        checkpoint = method.train(spec)
+        assert checkpoint.is_file()
+        loaded = method.load(checkpoint)
     assert loaded.image_size == SIZE
     json.dumps(loaded.config)
 
@@ -49,14 +52,19 @@ def test_method_contract(name, tiny_geo, tmp_path):
     # Per-image matching can only do as well as or better than one fixed assignment.
     assert m["amodal_iou_per_image"]["all"] >= m["amodal_iou"]["all"] - 1e-9
     assert len(set(m["assignment"].values())) == 3
-    assert -1.0 <= m["fg_ari"] <= 1.0 and 0.0 <= m["kmeans_4"] <= 1.0
-    assert m["n_test"] == 8 and m["n_train_features"] == 48
+    assert -1.0 <= m["fg_ari"] <= 1.0 and m["n_test"] == 8
+    if method.train is None:  # nothing learned: no k-means protocol, no Table 2
+        assert "kmeans_4" not in m and 2 not in method.tables
+    else:
+        assert 0.0 <= m["kmeans_4"] <= 1.0 and m["n_train_features"] == 48
 
 
 @pytest.mark.parametrize("name", sorted(load_methods()))
 def test_method_refuses_missing_and_corrupt_checkpoints(name, tmp_path):
     method = get_method(name)
-    with pytest.raises(BenchmarkError, match="does not exist"):
+    # one that trains nothing refuses every checkpoint, naming why
+    missing = "trains nothing" if method.train is None else "does not exist"
+    with pytest.raises(BenchmarkError, match=missing):
         method.load(tmp_path / "none.pt")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")

@@ -52,6 +52,15 @@ def _kill(procs) -> None:
             os.killpg(p.pid, signal.SIGKILL)
 
 
+def _wait_until_training(run, nodes, rows=4) -> None:
+    """Until the run's log holds more than `rows` steps; every node still running."""
+    deadline = time.monotonic() + 180
+    while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > rows):
+        assert all(p.poll() is None for p in nodes) and time.monotonic() < deadline, \
+            "the nodes did not start training"
+        time.sleep(0.1)
+
+
 def _finish(procs, timeout=240) -> list[tuple[int, str]]:
     """Each process's exit status and standard error; a node still running after `timeout`
     seconds fails the test with what every node printed (seen once in a full suite: a node
@@ -81,11 +90,7 @@ def test_two_loopback_nodes_train_and_resume_as_one_node_of_two_ranks(tiny_geo, 
     run = tmp_path / "two"
     nodes = _two_nodes(tiny_geo, run)
     try:
-        deadline = time.monotonic() + 180
-        while not ((run / "log.csv").exists() and len((run / "log.csv").read_text().splitlines()) > 4):
-            assert all(p.poll() is None for p in nodes) and time.monotonic() < deadline, \
-                "the two nodes did not start training"
-            time.sleep(0.1)
+        _wait_until_training(run, nodes)
         os.killpg(nodes[1].pid, signal.SIGINT)  # Ctrl-C on one node: both stop at one step
     finally:
         results = _finish(nodes)
@@ -118,14 +123,23 @@ def test_nodes_started_with_different_settings_refuse_to_train(tiny_geo, tmp_pat
 
 
 def test_rendezvous_flags_and_their_errors():
-    assert Rendezvous().torchrun_args(2) == ["--standalone", "--nproc-per-node=2"]
+    assert Rendezvous().torchrun_args(2) == ["--standalone", "--nproc-per-node=2",
+                                             "--max-restarts=0"]
     assert Rendezvous(2, 1, "h:29400", "x").torchrun_args(4) == [
         "--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d", "--rdzv-endpoint=h:29400",
-        "--rdzv-id=x", "--node-rank=1"]
+        "--rdzv-id=x", "--rdzv-conf=join_timeout=600", "--max-restarts=0", "--node-rank=1"]
+    assert Rendezvous(2, None, "h:1", join_timeout=30, max_restarts=3).torchrun_args(1)[-2:] == [
+        "--rdzv-conf=join_timeout=30", "--max-restarts=3"]
     for bad, says in [(Rendezvous(2), "needs --rdzv-endpoint"),
                       (Rendezvous(2, endpoint="host"), "needs --rdzv-endpoint"),
                       (Rendezvous(2, 2, "h:1"), "--node-rank must be in 0..1"),
                       (Rendezvous(1, endpoint="h:1"), "for --nnodes 2 or more"),
+                      (Rendezvous(1, join_timeout=60), "--rdzv-timeout are for --nnodes 2"),
+                      (Rendezvous(2, endpoint="h:1", join_timeout=0),
+                       r"--rdzv-timeout must be in 1\.\.86400 seconds, got 0"),
+                      (Rendezvous(2, endpoint="h:1", join_timeout=86401), "--rdzv-timeout must"),
+                      (Rendezvous(max_restarts=-1), r"--max-restarts must be in 0\.\.100, got -1"),
+                      (Rendezvous(max_restarts=101), "--max-restarts must be in 0..100"),
                       (Rendezvous(0), "--nnodes must be >= 1")]:
         with pytest.raises(LoopError, match=says):
             bad.validate()
@@ -137,6 +151,57 @@ def test_a_bad_rendezvous_is_one_line_before_torchrun_starts(tiny_geo, tmp_path)
     assert code == 1 and err == ("Error: --nnodes 2 needs --rdzv-endpoint HOST:PORT (where the "
                                  "nodes meet), got None")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_node_whose_peers_never_join_ends_in_one_line(tiny_geo, tmp_path):
+    """Before: the node waited torchrun's 600 s, then printed a 40-line traceback."""
+    endpoint = f"127.0.0.1:{_free_port()}"
+    run = tmp_path / "run"
+    node = _agent(tiny_geo, run, "--nnodes", "2", "--rdzv-endpoint", endpoint, "--node-rank",
+                  "0", "--rdzv-timeout", "2")
+    [(code, err)] = _finish([node])
+    log = _log_of(run, node)
+    assert code == 1 and err == (
+        f"Error: node 0 of 2: the other node(s) did not join {endpoint} within 2 s (start them "
+        f"with the same --rdzv-endpoint and --nnodes; --rdzv-timeout sets the wait); the output "
+        f"of torchrun and its ranks is in {log}"), err
+    assert "RendezvousTimeoutError" in log.read_text()  # torchrun's own account, kept
+    assert not (run / "log.csv").exists()
+
+
+def _log_of(run, node: subprocess.Popen):
+    """The file holding a node's torchrun output (named by its launcher's host and pid)."""
+    return run / f"torchrun.{socket.gethostname()}-{node.pid}.log"
+
+
+def _tree(pid: int) -> list[int]:
+    """pid and every process below it, the deepest first."""
+    return [q for kid in launch.children(pid) for q in _tree(kid)] + [pid]
+
+
+def test_a_node_killed_mid_training_leaves_the_other_one_line(tiny_geo, tmp_path):
+    """A node lost at once (its launcher, torchrun and ranks SIGKILLed, as a power cut does):
+    the other ends in one line naming it and the checkpoint kept (before: a 107-line gloo
+    traceback, or torchrun's store traceback where the lost node served the rendezvous)."""
+    endpoint = f"127.0.0.1:{_free_port()}"
+    run = tmp_path / "run"
+    nodes = [_agent(tiny_geo, run, "--nnodes", "2", "--rdzv-endpoint", endpoint, "--rdzv-id",
+                    "kill", "--node-rank", str(i), "--set", "checkpoint_minutes=0")
+             for i in range(2)]
+    try:
+        _wait_until_training(run, nodes)
+        for pid in _tree(nodes[1].pid):
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        [(code, err)] = _finish(nodes[:1])
+        _finish(nodes[1:])
+    step = launch._saved_step(run / "checkpoint.pt")
+    log = _log_of(run, nodes[0])
+    assert code == 1 and err == (
+        f"Error: node 1 stopped (its ranks lost the connection to the others); the checkpoint "
+        f"at step {step} is kept: start every node again with the same command to resume; the "
+        f"output of torchrun and its ranks is in {log}"), err
+    assert step is not None and step >= 4
 
 
 def test_each_node_starts_its_share_of_the_ranks(monkeypatch):

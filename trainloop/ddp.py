@@ -7,7 +7,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, NoReturn
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -16,16 +17,27 @@ from torch import nn
 _stop_requested = threading.Event()  # a rank's SIGINT, once defer_interrupts() is in place
 _left = threading.Event()  # this process joined a process group and left it
 _in_loop = threading.Event()  # a loop is between its first and last step, reading the flag
+_launched: list[Callable[[], None]] = []  # how to stop the ranks this process waits on (launching)
+
+
+def rank_device(device: torch.device) -> torch.device:
+    """The device this process trains on: under torchrun, where the config says `cuda` with no
+    index, the GPU of its local rank (a node's ranks one GPU each, as launch.ranks_for counts
+    them); otherwise `device` itself."""
+    if (device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ
+            and int(os.environ.get("WORLD_SIZE", "1")) > 1):
+        return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    return device
 
 
 def setup(device: torch.device) -> tuple[int, int]:
     """(rank, world size): (0, 1) outside torchrun; under it, the process group joined (gloo on
-    CPU, nccl on CUDA)."""
+    CPU, nccl on CUDA, `device` the rank's own: rank_device)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1
-    if device.type == "cuda" and "LOCAL_RANK" in os.environ:
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # a node's ranks: one GPU each
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # nccl's collectives run on the current device
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return dist.get_rank(), dist.get_world_size()
@@ -130,12 +142,28 @@ def stop_requested() -> bool:
 def request_stop() -> bool:
     """Ask the running loop to save its checkpoint at the end of its step and stop (raising
     TrainingInterrupted), as a rank's SIGINT does: the way to stop it from a signal handler,
-    where a save mid-step would store half-updated state. False when no loop is running (no
-    step to end: the flag is left unset)."""
+    where a save mid-step would store half-updated state. In a launcher waiting on the ranks
+    it started (`launching`), the ranks are asked instead: each saves at its step's end and
+    exits. False when no loop is running (no step to end: the flag is left unset)."""
+    if _launched:
+        _launched[-1]()
+        return True
     if not _in_loop.is_set():
         return False
     _stop_requested.set()
     return True
+
+
+@contextmanager
+def launching(stop_ranks: Callable[[], None]) -> Iterator[None]:
+    """While inside, this process waits on ranks it started (flowcaps.launch): request_stop
+    calls `stop_ranks` (a SIGINT to each rank, which defer_interrupts turns into a stop at the
+    step's end), so a scheduler's signal to this process reaches the training."""
+    _launched.append(stop_ranks)
+    try:
+        yield
+    finally:
+        _launched.remove(stop_ranks)
 
 
 def mark_loop(running: bool) -> None:

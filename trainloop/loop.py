@@ -257,7 +257,7 @@ def fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor]
 
 def _fit(task: Task, cfg: LoopConfig, data: torch.Tensor | Sequence[torch.Tensor], *,
          progress: bool, meta: dict[str, Any] | None, rank_part: bool) -> tuple[nn.Module, Path]:
-    device = resolve_device(cfg.device)
+    device = ddp.rank_device(resolve_device(cfg.device))  # cuda:LOCAL_RANK under torchrun
     rank, world = ddp.setup(device)
     if world > 1:
         ddp.defer_interrupts()

@@ -41,7 +41,8 @@ class FlowCapsulesMethod:
                  "with AVX-512, 140 without; geo+ also makes Geo's quick data, a minute)",
         "long": "2.4M training pairs: about 2.5-3 hours on a 2-core CPU with AVX-512",
         "gpu": "1.47M training pairs: about 8-9 minutes on one H100",
-        "paper": "many hours on a GPU (150 epochs over 100k pairs)",
+        "paper": "150 epochs over 100k pairs: about 14 hours on one H100 (an estimate, "
+                 "scripts/paper_gpu.sh)",
     }
     uses_ground_truth = ()
     amodal = True
@@ -50,6 +51,7 @@ class FlowCapsulesMethod:
     # flowcaps.profiles.MIX_WITH, spelt out so that `flowbench list` need not import torch
     trains_with = {"geo+": ("geo",)}
     commands = (flowcaps_diagnose.command,)  # `flowbench diagnose`: its probes
+    multi_gpu = True  # flowcaps.launch: one torchrun rank per visible GPU, the batch split
 
     def _train_config(self, spec: TrainSpec):
         """The profile's config for the dataset (flowcaps.profiles.for_data, as `flowcaps

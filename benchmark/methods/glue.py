@@ -40,6 +40,18 @@ def one_line(kind: type[Exception] | tuple[type[Exception], ...], what: str) -> 
         raise BenchmarkError(f"{what}: {err}") from None
 
 
+def load_checkpoint(store, error: type[Exception], what: str, path: str | Path):
+    """A model through its method's checkpoint module (`store`: trainloop.checkpoint's Kind
+    functions read, load, config_of, meta_of), on the evaluation device, and what the file says
+    of its training, {"config": dict, "meta": dict}. A missing, corrupt or foreign file is one
+    BenchmarkError line `cannot load PATH as WHAT checkpoint: ...` (`what`: "a psd")."""
+    with one_line(error, f"cannot load {path} as {what} checkpoint"):
+        blob = store.read(checkpoint_file(path))
+        model = store.load(path, device=eval_device())
+        return model, {"config": dataclasses.asdict(store.config_of(blob)),
+                       "meta": store.meta_of(blob)}
+
+
 def refuse_axes(name: str, variant: Axes, allowed: tuple[str, ...] = ()) -> None:
     """BenchmarkError naming the Table 3 axes a spec sets that the method has not."""
     wrong = [f.name for f in dataclasses.fields(Axes)
@@ -48,6 +60,22 @@ def refuse_axes(name: str, variant: Axes, allowed: tuple[str, ...] = ()) -> None
         can = f"; it varies only {', '.join(allowed)}" if allowed else ""
         raise BenchmarkError(f"{name} has no Table 3 axes {', '.join(wrong)}{can}; run it "
                              f"without them")
+
+
+def k_config(name: str, error: type[Exception], profile, k_for, spec):
+    """The training config of a method whose one Table 3 axis is K (`num_capsules`):
+    `profile(profile_name, out, k)` with K = `k_for(the data's part count)` unless the spec's
+    variant sets it, then the spec's seed, device and image side; validated, its errors one
+    BenchmarkError line `NAME config: ...`."""
+    v = spec.variant
+    refuse_axes(name, v, allowed=("num_capsules",))
+    k = k_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
+    with one_line(error, f"{name} config"):
+        cfg = profile(spec.profile, str(spec.run_dir), k)
+        cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device},
+                          model={"image_size": spec.image_size})
+        cfg.validate()
+    return cfg
 
 
 def to_numpy(t) -> np.ndarray:

@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.bench import Subject, cores, image_side
-from benchmark.methods.glue import (checkpoint_file, eval_device, gt_flow_tensor, one_line,
-                                    refuse_axes, to_numpy)
+from benchmark.methods.glue import gt_flow_tensor, k_config, load_checkpoint, one_line, to_numpy
 from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
                                 TrainSpec, register)
 
@@ -58,16 +57,8 @@ class MotionGroupingMethod:
     def _train_config(self, spec: TrainSpec):
         from baselines.motiongrouping import MotionGroupingError, profile
         from baselines.motiongrouping.config import slots_for
-        v = spec.variant
-        refuse_axes("motiongrouping", v, allowed=("num_capsules",))  # K: its number of slots
-        # K from the data's parts (its manifest's slots) unless the ablation sets it.
-        k = slots_for(len(spec.slots)) if v.num_capsules is None else v.num_capsules
-        with one_line(MotionGroupingError, "motiongrouping config"):
-            cfg = profile(spec.profile, str(spec.run_dir), num_slots=k)
-            cfg = cfg.replace(loop={"seed": spec.seed, "device": spec.device},
-                              model={"image_size": spec.image_size})
-            cfg.validate()
-        return cfg
+        # K, its number of slots, from the data's parts unless the ablation sets it
+        return k_config("motiongrouping", MotionGroupingError, profile, slots_for, spec)
 
     def config(self, spec: TrainSpec) -> dict[str, Any]:
         return dataclasses.asdict(self._train_config(spec))
@@ -80,12 +71,8 @@ class MotionGroupingMethod:
     def load(self, checkpoint: Path) -> LoadedModel:
         from baselines.motiongrouping import MotionGroupingError
         from baselines.motiongrouping import checkpoint as ckpt
-        with one_line(MotionGroupingError, f"cannot load {checkpoint} as a motiongrouping "
-                                           f"checkpoint"):
-            blob = ckpt.read(checkpoint_file(checkpoint))
-            model = ckpt.load(checkpoint, device=eval_device())
-            trained_with = {"config": dataclasses.asdict(ckpt.config_of(blob)),
-                            "meta": ckpt.meta_of(blob)}
+        model, trained_with = load_checkpoint(ckpt, MotionGroupingError, "a motiongrouping",
+                                              checkpoint)
         m = model.config
         config = {**dataclasses.asdict(m), "test_time_input": TEST_TIME_INPUT}
         return LoadedModel(model=model, config=config, axes=Axes(num_capsules=m.num_slots),

@@ -36,8 +36,8 @@ import numpy as np
 
 from benchmark.bench import Subject, cores, image_side, synthetic_pairs
 from benchmark.errors import BenchmarkError
-from benchmark.methods.glue import (checkpoint_file, eval_device, gt_flow_tensor, one_line,
-                                    refuse_axes, to_numpy)
+from benchmark.methods.glue import (gt_flow_tensor, load_checkpoint, one_line, refuse_axes,
+                                    to_numpy)
 from benchmark.registry import (LOOP_BATCH, LOOP_ROWS, Axes, LoadedModel, LoopCase, Prediction,
                                 TrainSpec, register)
 
@@ -85,12 +85,9 @@ class PsdMethod:
             return Path(psd.train(self._train_config(spec), spec.data_root))
 
     def load(self, checkpoint: Path) -> LoadedModel:
-        import baselines.psd as psd
-        from baselines.psd.checkpoint import config_of, meta_of, read
-        with one_line(psd.PsdError, f"cannot load {checkpoint} as a psd checkpoint"):
-            blob = read(checkpoint_file(checkpoint))
-            model = psd.load(checkpoint, device=eval_device())
-            trained_with = {"config": dataclasses.asdict(config_of(blob)), "meta": meta_of(blob)}
+        from baselines.psd import PsdError
+        from baselines.psd import checkpoint as ckpt
+        model, trained_with = load_checkpoint(ckpt, PsdError, "a psd", checkpoint)
         if not model.stage2:
             raise BenchmarkError(f"{checkpoint} has no active dimensions (not a finished run)")
         config = {**dataclasses.asdict(model.config), "active_dims": model.active_dims(),

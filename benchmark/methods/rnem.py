@@ -48,7 +48,6 @@ class RnemMethod:
     title = "R-NEM"
     tables = (1,)
     amodal = False  # `masks` are gamma, the visible parts
-    interchangeable_groups = True  # one network for every group, a random start
     uses_ground_truth: tuple[str, ...] = ()
     clip_frames = 10  # training clips: every profile's T
     budgets = {
