@@ -281,7 +281,7 @@ def table_cmd(fmt, results, profile, output, readme):
             check_output_file(path, option)  # before any record is read
     default = [COMMITTED] if readme is not None else [COMMITTED, LOCAL]
     text = tables_text(list(results) or default, fmt, profile,
-                       warn=lambda line: click.echo(line, err=True))
+                       warn=lambda line: click.echo(line, err=True), notes=readme is None)
     if readme is not None:
         write_text_atomic(readme, with_block(readme.read_text(), text, where=str(readme)))
         click.echo(f"wrote the tables into {readme}", err=True)

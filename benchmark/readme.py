@@ -1,6 +1,7 @@
 """The tables' text as `flowbench table` prints it, and the README block that holds a copy.
 
-The README's Results section is that text for the committed records, between two marker lines;
+The README's Results section is that text for the committed records (the tables without their
+notes, which `flowbench table` prints), between two marker lines;
 `flowbench table --readme README.md` writes it there and a test checks it is current, so a
 record that changes without the README being regenerated fails the suite.
 """
@@ -16,16 +17,18 @@ END = "<!-- tables:end -->"
 
 
 def tables_text(roots: list[Path], fmt: str = "md", profile: str | None = None,
-                warn: Callable[[str], None] = lambda _: None) -> str:
+                warn: Callable[[str], None] = lambda _: None, notes: bool = True) -> str:
     """Tables 1-3 from the records under `roots` (later roots shadow earlier ones' runs), each
-    skipped file passed to `warn`."""
+    skipped file passed to `warn`; `notes=False`: the README's markdown, its notes left to
+    `flowbench table`."""
     from benchmark.records import load_records
-    from benchmark.render import RENDERERS
+    from benchmark.render import RENDERERS, render_markdown
     from benchmark.tables import build_tables
     records, problems = load_records(roots)
     for p in problems:
         warn(f"skipped: {p}")
-    return RENDERERS[fmt](build_tables(records, profile=profile))
+    tables = build_tables(records, profile=profile)
+    return RENDERERS[fmt](tables) if notes else render_markdown(tables, notes=False)
 
 
 def _span(text: str, where: str) -> tuple[int, int]:

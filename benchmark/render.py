@@ -32,17 +32,27 @@ LEGEND = ("ours: mean ± std over seeds (profile, seeds), from the result record
           "- = no run yet; n/r = the paper reports no number.")
 
 
-def render_markdown(tables: list[Table]) -> str:
-    parts = [LEGEND]
+# The README's copy leaves the notes to `flowbench table`: a reader's first screen, not the record.
+README_LEGEND = ("ours: mean ± std over seeds (profile, seeds); Table 1: fixed / per image "
+                 "assignment;\n"
+                 f"{AMODAL_MARK} visible-only masks (Table 1a: their ceiling); {GT_MARK} sees the "
+                 "true flow at test time;\n"
+                 "`flowbench table` prints every note and the runs that fill the - cells.")
+
+
+def render_markdown(tables: list[Table], notes: bool = True) -> str:
+    """The tables in markdown; without `notes` (the README's copy) a short legend and the
+    tables alone."""
+    parts = [LEGEND if notes else README_LEGEND]
     for t in tables:
         head = [h.replace("|", "\\|") for h in _header(t)]
         lines = [f"**{t.title}**", "", "| " + " | ".join(head) + " |",
                  "|" + "|".join("---" for _ in head) + "|"]
         # A bare "|" (as in |s|) would split a markdown cell.
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in _body(t)]
-        if t.notes:
+        if notes and t.notes:
             lines += [""] + t.notes
-        if t.missing:
+        if notes and t.missing:
             lines += ["", "Cells marked - have no value yet; the runs that fill them: "
                       + "; ".join(f"`{c}`" for c in sorted(t.missing)) + "."]
         parts.append("\n".join(lines))

@@ -18,7 +18,8 @@ REGENERATE = "flowbench table --readme README.md"
 def test_readme_tables_are_the_committed_records_tables(monkeypatch):
     monkeypatch.chdir(REPO)  # COMMITTED is relative: records elsewhere would read as "local"
     readme = block((REPO / "README.md").read_text())
-    assert readme == tables_text([COMMITTED]), f"README.md's tables are stale: run `{REGENERATE}`"
+    assert readme == tables_text([COMMITTED], notes=False), (
+        f"README.md's tables are stale: run `{REGENERATE}`")
 
 
 def test_a_changed_record_fails_the_check_until_the_readme_is_regenerated(tmp_path, monkeypatch):
@@ -26,19 +27,19 @@ def test_a_changed_record_fails_the_check_until_the_readme_is_regenerated(tmp_pa
     shutil.copy(REPO / "README.md", tmp_path / "README.md")
     monkeypatch.chdir(tmp_path)  # the copy is the committed tree there
     readme = Path("README.md")
-    assert block(readme.read_text()) == tables_text([COMMITTED])
+    assert block(readme.read_text()) == tables_text([COMMITTED], notes=False)
     rec_path = COMMITTED / "geo" / "flowcaps" / "long" / "seed0.json"
     rec = json.loads(rec_path.read_text())
     assert f"{rec['metrics']['amodal_iou']['all']:.3f}" == "0.955"
     rec["metrics"]["amodal_iou"]["all"] = 0.5
     rec_path.write_text(json.dumps(rec))
-    assert block(readme.read_text()) != tables_text([COMMITTED])
+    assert block(readme.read_text()) != tables_text([COMMITTED], notes=False)
 
     before = readme.read_text()
     res = CliRunner().invoke(main, ["table", "--readme", "README.md"])
     assert res.exit_code == 0, res.output
     after = readme.read_text()
-    assert block(after) == tables_text([COMMITTED])
+    assert block(after) == tables_text([COMMITTED], notes=False)
     assert "| Geo | all |" in block(after) and "0.500 (long)" in block(after)
     # Only the block changed: the text around the markers is as it was.
     head, tail = before.split(BEGIN)[0], before.split(END)[1]
