@@ -127,8 +127,7 @@ class TrainConfig:
     states no value (batch 64, the sampled points, the initialisations), the default is ours."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    # The shared loop's settings; the batch is global (launch.per_rank_config splits it) and the
-    # budget `loop.rows` counts pairs over all ranks (docs/model.md).
+    # The shared loop; its batch and `loop.rows` count over all ranks (docs/model.md).
     loop: LoopConfig = field(default_factory=lambda: LOOP)
     lr: float = 1e-4
     lr_schedule: str = "constant"
@@ -138,27 +137,21 @@ class TrainConfig:
     mix_first: float = 0.0  # the run's first fraction draws from mix_data alone (shapes first)
     points: int = 0  # pixel centres sampled per image for the losses; 0 = the full grid
     smooth_points: int = 128  # of those, how many also get +1 px neighbours for L_smooth
-    # This share of the points drawn from an edge density (blurred |grad I|), reweighted: unbiased.
-    edge_sampling: float = 0.0
+    edge_sampling: float = 0.0  # share of the points drawn near edges (reweighted: unbiased)
     edge_sigma: float = 3.0
     blur_sigmas: tuple[float, ...] = (0.0,)  # render-loss pyramid; (0.0,) = the paper's loss
     both_directions: bool = False  # also predict I' from I (swap the frames)
     w_smooth: float = 1e-4
-    # Phi's differences in the [-1, 1] frame (the paper's; on the full grid between adjacent
-    # pixels) or in pixels (about (W/2)^2 times the weight); docs/model.md.
-    smooth_form: str = "frame"
+    smooth_form: str = "frame"  # Phi's differences in the [-1, 1] frame (the paper) or in pixels
     w_center: float = 1e-2
-    # |E_u[Lambda v] / E_u[Lambda]|^2 summed over k (the paper), or averaged over k: E_u[Lambda |v|^2]
-    # ("spread") or E_u[Lambda |u - t|^2] ("spread_image"); docs/model.md.
-    center_form: str = "centroid"
+    center_form: str = "centroid"  # the paper's centre of mass; "spread*": docs/model.md
     center_warmup: float = 0.0  # w_center ramps up from 0 over this fraction of the run
     w_appearance: float = 0.0  # losses.appearance_loss, flat-colour layers; 0 = off (the paper)
     appearance_background: str = "colour"  # its background layer: a flat colour, or "still" (frame 1)
     w_slow: float = 0.0  # losses.slow_loss, E_u |Phi(u)|^2 in pixels^2; 0 = off (the paper)
     prior_anneal: float = 0.0  # fade the heat maps' spatial prior out over this fraction (0 = keep)
     colour_shuffle: bool = False  # the encoder sees each frame's colour channels in random order
-    # bf16 autocast of the network: an opt-in, never chosen by the machine.
-    bf16: bool = False
+    bf16: bool = False  # bf16 autocast of the network: an opt-in, never chosen by the machine
     compile: bool = False  # torch.compile the loss step
     # CPU processes `flowcaps.train` starts (torchrun, see flowcaps.launch); 0 = one per core.
     cpu_ranks: int = 1
@@ -207,7 +200,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "TrainConfig":
         raw = removed.drop(raw, removed.TRAIN_FIELDS)  # keys of older configs, at "off"
-        raw = {**ADDED, **raw}  # keys added since: what a config without them computed
+        raw = {**ADDED, **raw}
         if raw.get("bf16") == "auto":  # older configs let the machine decide (meta says what)
             raw = {**raw, "bf16": False}
         model = removed.drop(raw.pop("model", {}), removed.MODEL_FIELDS, "model.")
@@ -225,10 +218,8 @@ class TrainConfig:
 # The paper's run: 150 epochs of 64 pairs (the global batch), gradients clipped at norm 1.
 LOOP = LoopConfig(out="runs/flowcaps", seed=0, batch_size=64, epochs=150, grad_clip=1.0,
                   explode_factor=50.0, log_every=20, checkpoint_minutes=2.0)
-# Keys added since configs were first saved, each at the value a config without it computed.
-ADDED = {"smooth_form": "pixels"}
-# Names of loop settings in configs stored before the loop had its own field.
-RENAMED = {"pairs": "rows"}
+ADDED = {"smooth_form": "pixels"}  # keys added since: what a stored config without them computed
+RENAMED = {"pairs": "rows"}  # loop settings stored before the loop had its own field
 
 
 def _check_run_limits(cfg: TrainConfig) -> None:
