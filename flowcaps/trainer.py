@@ -21,7 +21,7 @@ from torch import nn
 
 import trainloop
 from trainloop import ddp
-from flowcaps import checkpoint, kernel_cache, launch
+from flowcaps import checkpoint, kernel_cache, launch, memory
 from flowcaps.config import TrainConfig
 from flowcaps.errors import FlowcapsError, TrainingInterrupted
 from flowcaps.losses import LossTerms, pair_loss
@@ -260,6 +260,7 @@ def train(config: TrainConfig, data: str | Path, *, progress: bool = True,
     Every setting, the data, the run folder and `init` are checked before training starts
     (and before the ranks start, when there are several)."""
     config.validate()
+    memory.check(config)  # the machine's side of the config: a step that cannot fit is refused
     with trainloop.errors_as(FlowcapsError):
         rendezvous.validate()
     ranks = launch.ranks_for(config, resolve_device(config.loop.device), rendezvous)

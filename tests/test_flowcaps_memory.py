@@ -3,6 +3,7 @@ the shipped profiles fit. The machine's free memory is injected: no test depends
 import pytest
 from click.testing import CliRunner
 
+import flowcaps
 from flowcaps import launch, memory
 from flowcaps.cli import main
 from flowcaps.errors import FlowcapsError
@@ -87,3 +88,14 @@ def test_the_estimate_grows_with_what_a_step_holds():
     # than four times their part
     k4 = memory.estimate(cfg.replace(model={"num_capsules": 32}), 1).parts[memory.OCCLUSION]
     assert k4 > 10 * memory.estimate(cfg, 1).parts[memory.OCCLUSION]
+
+
+def test_reading_a_config_is_never_refused_for_memory_only_training_it(monkeypatch):
+    """A config is read to score a checkpoint or plan `flowbench ablate` on any machine: only
+    the start of a training asks for the memory its step needs."""
+    monkeypatch.setattr(memory, "available_cpu", lambda: 1.0)
+    monkeypatch.setattr(memory, "available_cuda", lambda: 1.0)
+    cfg = for_data("paper", "articulated").replace(device="cpu")
+    cfg.validate()  # no memory check here
+    with pytest.raises(FlowcapsError, match="GiB available"):
+        flowcaps.train(cfg, "no-such-data", progress=False)

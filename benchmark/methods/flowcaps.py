@@ -170,7 +170,7 @@ class FlowCapsulesMethod:
 def _bench_subject(profile: str, changes: dict[str, Any], as_trained: bool) -> Subject:
     """FlowCapsules' step on one rank of `profile` with `changes` (parsed `--set` items)."""
     import torch
-    from flowcaps import PROFILES
+    from flowcaps import PROFILES, memory
     from flowcaps.launch import per_rank_config, ranks_for
     from flowcaps.trainer import FlowcapsTask
     model = {"image_size": image_side(profile), **changes.get("model", {})}
@@ -180,6 +180,7 @@ def _bench_subject(profile: str, changes: dict[str, Any], as_trained: bool) -> S
     if not as_trained:
         cfg = cfg.replace(bf16=False, compile=False)
     cfg.validate()
+    memory.check(cfg)
     pairs = torch.from_numpy(synthetic_pairs(cfg.loop.batch_size, cfg.model.image_size))
     return Subject("flowcaps", FlowcapsTask(cfg), (pairs,), cfg.loop.threads or 1,
                    cfg.loop.grad_clip or None, processes=ranks)
